@@ -1,0 +1,47 @@
+# Two-command quick start: `make run` (default study) and `make test` (everything CI checks).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CORE := $(VENV)/.core-installed
+DEV := $(VENV)/.dev-installed
+
+.PHONY: run test lint bench app calibrate clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(CORE): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# torch first and pinned: the CPU build, so nothing pulls a multi-GB CUDA build
+$(DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[app,calib,dev]'
+	touch $@ $(CORE)
+
+run: $(CORE)
+	$(BIN)/mlasim run scenarios/default.yaml
+
+lint: $(DEV)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy sim
+
+test: lint
+	$(BIN)/python -m pytest
+	$(BIN)/mlasim check scenarios/
+
+bench: $(CORE)
+	$(BIN)/python bench/bench_engine.py
+
+app: $(DEV)
+	$(BIN)/mlasim app
+
+calibrate: $(DEV)
+	$(BIN)/python -m kernels_calib --out profiles/local.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,224 @@
+"""`mlasim cost`, `mlasim ai`, `mlasim memory`: the cost model's physics from the shell."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sim.catalog import gpu_names, load_gpu, load_model, model_names
+from sim.cost import mla
+from sim.cost.dispatch import PATH_NAMES, Segments, choose_paths, policy_names
+from sim.cost.intensity import gqa_decode_intensity, model_decode_intensity
+from sim.cost.memory import kv_bytes_per_token_layer, plan_memory
+from sim.specs.deployment import Deployment
+
+console = Console()
+
+
+def usage_error(message: str) -> typer.Exit:
+    """Print a usage error and return the exit (code 2) for the caller to raise."""
+    Console(stderr=True).print(f"[red]error:[/red] {message}")
+    return typer.Exit(code=2)
+
+
+def _model(name: str) -> Any:
+    try:
+        return load_model(name)
+    except (LookupError, ValueError) as exc:
+        raise usage_error(str(exc)) from exc
+
+
+def _gpu(name: str) -> Any:
+    try:
+        return load_gpu(name)
+    except (LookupError, ValueError) as exc:
+        raise usage_error(str(exc)) from exc
+
+
+def cost(
+    model: Annotated[
+        str, typer.Option(help=f"Catalog model ({', '.join(model_names())}) or config.json path.")
+    ],
+    q: Annotated[int, typer.Option(help="New tokens computed in this forward (1 = decode).")],
+    kv: Annotated[int, typer.Option(help="Cached tokens after the forward, new ones included.")],
+    no_rope: Annotated[
+        bool, typer.Option("--no-rope", help="Leave out the shared RoPE dims.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+) -> None:
+    """Absorb vs expand FLOPs, bytes and intensity of one MLA layer; what each policy picks."""
+    spec = _model(model)
+    if spec.attention != "mla":
+        raise usage_error(
+            f"{spec.name} uses {spec.attention.upper()} attention; `cost` compares MLA paths"
+        )
+    if q < 1 or kv < q:
+        raise usage_error(f"need 1 <= q <= kv (got q={q}, kv={kv}): --kv counts the new tokens too")
+    m, h, rope = spec.mla_spec, spec.num_heads, not no_rope
+    per_token = kv_bytes_per_token_layer(spec, "bf16")
+    paths = {
+        "expand": (
+            mla.expand_flops(m, q, kv, heads=h, rope=rope),
+            mla.expand_bytes(m, kv, heads=h, kv_bytes_per_token=per_token, rope=rope),
+        ),
+        "absorb": (
+            mla.absorb_flops(m, q, kv, heads=h, rope=rope),
+            mla.absorb_bytes(m, kv, kv_bytes_per_token=per_token, rope=rope),
+        ),
+    }
+    seg = Segments(
+        new_tokens=np.array([q]), kv_tokens=np.array([kv]), is_decode=np.array([q == 1 < kv])
+    )
+    sparse = spec.dsa is not None
+    out: dict[str, Any] = {
+        name: {"flops": float(f), "bytes": float(b), "flop_per_byte": float(f) / float(b)}
+        for name, (f, b) in paths.items()
+    }
+    out["cheaper"] = "expand" if out["expand"]["flops"] < out["absorb"]["flops"] else "absorb"
+    out["crossover_q"] = float(mla.crossover_q(m, kv))
+    out["policies"] = {
+        p: PATH_NAMES[int(choose_paths(p, spec, seg, sparse=sparse)[0])] for p in policy_names()
+    }
+    out.update(model=spec.name, q=q, kv=kv, rope=rope, heads=h)
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    t = Table(
+        title=f"{spec.name}: one MLA layer, {q} new tokens, {kv} cached "
+        f"({'with' if rope else 'no'} RoPE)"
+    )
+    for col in ("path", "GFLOPs", "MB", "FLOP/B"):
+        t.add_column(col, justify="right")
+    for name in ("expand", "absorb"):
+        r = out[name]
+        t.add_row(
+            name,
+            f"{r['flops'] / 1e9:,.1f}",
+            f"{r['bytes'] / 1e6:,.2f}",
+            f"{r['flop_per_byte']:,.0f}",
+        )
+    console.print(t)
+    console.print(
+        f"cheaper by FLOPs: [bold]{out['cheaper']}[/bold]; crossover q* = "
+        f"{out['crossover_q']:.1f} new tokens at this cache length"
+    )
+    console.print("policies: " + ", ".join(f"{p} -> {v}" for p, v in out["policies"].items()))
+
+
+def ai(
+    gpu: Annotated[
+        str, typer.Option(help=f"GPU for the ridge point ({', '.join(gpu_names())}).")
+    ] = "h200",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+) -> None:
+    """Decode-attention arithmetic intensity of MHA/GQA/MQA/MLA at S = 1..4 beside the ridge."""
+    g = _gpu(gpu)
+    ridge = g.ridge_flop_per_byte
+    rows: list[dict[str, Any]] = []
+    for name in model_names():
+        spec = load_model(name)
+        own = spec.attention.upper()
+        for s in range(1, 5):
+            entries = [
+                (
+                    own + " (as built)",
+                    spec.kv_heads if own == "GQA" else 1,
+                    model_decode_intensity(spec, s),
+                )
+            ]
+            entries += [
+                (fam, kvh, gqa_decode_intensity(spec.num_heads, kvh, s))
+                for fam, kvh in (("MHA", spec.num_heads), ("GQA-8", 8), ("MQA", 1))
+            ]
+            for fam, kvh, val in entries:
+                rows.append(
+                    {
+                        "model": name,
+                        "family": fam,
+                        "heads": spec.num_heads,
+                        "kv_heads": kvh,
+                        "s_query": s,
+                        "flop_per_byte": val,
+                        "bound": "compute" if val >= ridge else "memory",
+                    }
+                )
+    if as_json:
+        print(json.dumps({"gpu": g.name, "ridge_flop_per_byte": ridge, "rows": rows}, indent=2))
+        return
+    t = Table(title=f"Decode attention AI (BF16 KV), {g.display_name} ridge {ridge:.0f} FLOP/B")
+    for col in ("model", "family", "S=1", "S=2", "S=3", "S=4"):
+        t.add_column(col, justify="right")
+    keyed: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        cell = f"{r['flop_per_byte']:.1f}" + ("*" if r["bound"] == "compute" else "")
+        keyed.setdefault((r["model"], r["family"]), []).append(cell)
+    for (mname, fam), cells in keyed.items():
+        t.add_row(mname, fam, *cells)
+    console.print(t)
+    console.print("* compute-bound on this GPU (AI above the ridge)")
+
+
+def memory(
+    model: Annotated[str, typer.Option(help="Catalog model or config.json path.")],
+    gpu: Annotated[str, typer.Option(help="Catalog GPU.")],
+    gpus: Annotated[int, typer.Option(help="GPUs in the unit (one EP group).")],
+    attn_tp: Annotated[
+        int, typer.Option("--attn-tp", help="Attention TP size (1 = DP attention).")
+    ],
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="bf16 or fp8.")] = "bf16",
+    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="bf16, fp8 or fp4.")] = "fp8",
+    mtp: Annotated[int, typer.Option(help="MTP draft tokens (adds the MTP layer's KV).")] = 0,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node")] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+) -> None:
+    """Per-GPU weights, KV bytes per token, duplication factor and KV capacity."""
+    spec, g = _model(model), _gpu(gpu)
+    per_node = min(gpus, gpus_per_node)
+    if gpus % per_node:
+        raise usage_error(f"--gpus {gpus} is not a whole number of {per_node}-GPU nodes")
+    try:
+        dep = Deployment(
+            name="memory",
+            nodes=gpus // per_node,
+            gpus_per_node=per_node,
+            attn_tp=attn_tp,
+            kv_dtype=kv_dtype,
+            weight_dtype=weight_dtype,
+            mtp_draft_tokens=mtp,
+            mtp_acceptance=(0.8,) if mtp else (),
+        )  # type: ignore[arg-type]
+        plan = plan_memory(spec, g, dep)
+    except ValueError as exc:
+        raise usage_error(str(exc)) from exc
+    out = {
+        "model": spec.name,
+        "gpu": g.name,
+        "gpus": gpus,
+        "attn_tp": attn_tp,
+        "attn_dp": dep.attn_dp,
+        "weights_bytes_per_gpu": plan.weights_bytes_per_gpu,
+        "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
+        "kv_dup_factor": plan.kv_dup_factor,
+        "kv_capacity_tokens_per_gpu": plan.kv_capacity_tokens_per_gpu,
+        "kv_capacity_tokens_total": plan.kv_capacity_tokens_total,
+        "kv_pool_bytes_per_gpu": plan.kv_pool_bytes_per_gpu,
+    }
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    t = Table(
+        title=f"{spec.name} on {gpus} x {g.display_name}, attention TP{attn_tp} x DP{dep.attn_dp}"
+    )
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    t.add_row("weights per GPU", f"{plan.weights_bytes_per_gpu / 1e9:.1f} GB")
+    t.add_row("KV bytes per token per GPU", f"{plan.kv_bytes_per_token_per_gpu:,.0f} B")
+    t.add_row("KV duplication factor", f"{plan.kv_dup_factor}x")
+    t.add_row("KV capacity per GPU", f"{plan.kv_capacity_tokens_per_gpu:,} tokens")
+    t.add_row("distinct tokens the unit holds", f"{plan.kv_capacity_tokens_total:,}")
+    console.print(t)

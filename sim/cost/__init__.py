@@ -1,0 +1,1 @@
+"""The pure cost model: FLOPs, bytes, memory and step times. numpy only; no simpy, no I/O."""

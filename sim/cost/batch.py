@@ -1,0 +1,104 @@
+"""What the engine hands the cost model each step, and what it gets back.
+
+The engine describes one forward step of a lock-step unit as flat numpy arrays, one entry per
+request segment scheduled in the step; the cost model aggregates per rank itself, so a step costs
+O(segments) vectorised work and every request's own context length counts (never a mean).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchShape:
+    """One step of one lock-step unit.
+
+    Each index i is one request segment: `new_tokens[i]` query tokens computed this step on
+    attention rank `rank[i]`, whose cache holds `kv_tokens[i]` tokens after the step (new ones
+    included). Decode/verify segments have `is_decode[i]` True and new_tokens = 1 + draft tokens;
+    prefill and extend (after a cached prefix) segments have it False.
+    """
+
+    num_ranks: int
+    rank: IntArray
+    new_tokens: IntArray
+    kv_tokens: IntArray
+    is_decode: NDArray[np.bool_]
+
+    @property
+    def size(self) -> int:
+        return int(self.rank.shape[0])
+
+    @property
+    def prefix_tokens(self) -> IntArray:
+        return self.kv_tokens - self.new_tokens
+
+    @staticmethod
+    def empty(num_ranks: int) -> BatchShape:
+        z = np.zeros(0, dtype=np.int64)
+        return BatchShape(
+            num_ranks=num_ranks, rank=z, new_tokens=z, kv_tokens=z, is_decode=z.astype(bool)
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpTime:
+    """Time one op contributed to a step, and where that time came from."""
+
+    seconds: float
+    source: str  # "measured" | "published" | "roofline"
+    extrapolated: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepCost:
+    """Duration of one step and its breakdown.
+
+    `duration_s` is what the simulated clock advances by. `rank_attention_s[r]` is rank r's
+    attention + dense time (the lock-step group waits for the slowest). `ops` maps op name to its
+    time on the critical path (ops sum to duration_s up to overlap, reported in `overlap_saved_s`).
+    """
+
+    duration_s: float
+    rank_attention_s: FloatArray
+    ops: dict[str, OpTime] = field(default_factory=dict)
+    overlap_saved_s: float = 0.0
+
+    @property
+    def rank_imbalance(self) -> float:
+        """max/mean of per-rank attention time (1.0 = perfectly balanced)."""
+        mean = float(self.rank_attention_s.mean()) if self.rank_attention_s.size else 0.0
+        return float(self.rank_attention_s.max()) / mean if mean > 0 else 1.0
+
+
+class StepCostModel(Protocol):
+    """Anything that prices a step: the real cost model, or a fixed-cost one in tests."""
+
+    def step_cost(self, batch: BatchShape) -> StepCost: ...
+
+
+class ServingCost(StepCostModel, Protocol):
+    """What the engine needs to know about one deployment besides step times."""
+
+    @property
+    def kv_capacity_tokens_per_rank(self) -> int:
+        """Distinct KV tokens one attention rank can hold (every GPU of the rank holds them)."""
+        ...
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """Bytes one cached token takes, all layers, one copy (what PD transfers)."""
+        ...
+
+    @property
+    def state_tokens_per_request(self) -> int:
+        """Fixed per-request state (linear-attention layers) in KV-token units; 0 if none."""
+        ...

@@ -1,0 +1,123 @@
+"""MLA path dispatch policies: which computation each request segment of a batch uses.
+
+A policy sees one step's segments (new tokens q, total cache k, decode or not) and returns a path
+per segment. Paths: ABSORB (latent-space MLA, FlashMLA-style), EXPAND (MHA over up-projected K/V,
+one shot), EXPAND_CHUNKED (expand the prefix chunk by chunk and merge partial outputs by LSE),
+SPARSE_ABSORB (DSA: absorbed attention over the indexer's top-k).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sim.cost import mla
+from sim.specs.model import ModelSpec
+
+ABSORB, EXPAND, EXPAND_CHUNKED, SPARSE_ABSORB = 0, 1, 2, 3
+PATH_NAMES = {
+    ABSORB: "absorb",
+    EXPAND: "expand",
+    EXPAND_CHUNKED: "expand_chunked",
+    SPARSE_ABSORB: "sparse_absorb",
+}
+
+# SGLang defaults (deepseek_common/attention_backend_handler.py, dsa_backend.py)
+SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD = 8192
+SGLANG_MAX_KV_CHUNK_CAPACITY = 131072
+SGLANG_DSA_DENSE_KV_THRESHOLD = 2048
+# flops_optimal: largest expanded K+V (per layer, BF16) built in one shot
+EXPANDED_KV_CAP_BYTES = 2 * 1024**3
+
+
+@dataclass(frozen=True, kw_only=True)
+class Segments:
+    """The request segments of one batch (one attention rank's forward)."""
+
+    new_tokens: NDArray[np.int64]
+    kv_tokens: NDArray[np.int64]
+    is_decode: NDArray[np.bool_]
+
+    @property
+    def prefix_tokens(self) -> NDArray[np.int64]:
+        return self.kv_tokens - self.new_tokens
+
+
+Policy = Callable[[ModelSpec, Segments, bool, int], NDArray[np.int8]]
+_POLICIES: dict[str, Policy] = {}
+
+
+def register(name: str) -> Callable[[Policy], Policy]:
+    def deco(fn: Policy) -> Policy:
+        if name in _POLICIES:
+            raise ValueError(f"dispatch policy {name!r} is already registered")
+        _POLICIES[name] = fn
+        return fn
+
+    return deco
+
+
+def policy_names() -> list[str]:
+    return sorted(_POLICIES)
+
+
+def get_policy(name: str) -> Policy:
+    try:
+        return _POLICIES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown MLA dispatch policy {name!r}: known policies are {', '.join(policy_names())}"
+        ) from None
+
+
+def choose_paths(
+    policy: str, model: ModelSpec, seg: Segments, *, sparse: bool = False, heads: int | None = None
+) -> NDArray[np.int8]:
+    """Path per segment under `policy`. `sparse` is True when DSA is active for this model."""
+    return get_policy(policy)(model, seg, sparse, heads or model.num_heads)
+
+
+@register("sglang")
+def _sglang(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[np.int8]:
+    out = np.full(seg.new_tokens.shape, ABSORB, dtype=np.int8)
+    ext = ~seg.is_decode
+    if not ext.any():
+        return out  # decode, idle, spec verify/draft: MLA
+    if sparse:
+        # dense MHA only while every sequence of the extend batch fits the top-k window
+        use_mha = int(seg.kv_tokens[ext].max()) <= SGLANG_DSA_DENSE_KV_THRESHOLD
+        out[ext] = EXPAND if use_mha else SPARSE_ABSORB
+        out[seg.is_decode] = SPARSE_ABSORB
+        return out
+    prefix_sum = int(seg.prefix_tokens[ext].sum())  # decided once for the whole extend batch
+    if prefix_sum == 0 or prefix_sum >= SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD:
+        one_shot = int(seg.kv_tokens[ext].sum()) <= SGLANG_MAX_KV_CHUNK_CAPACITY
+        out[ext] = EXPAND if one_shot else EXPAND_CHUNKED
+    return out
+
+
+@register("vllm")
+def _vllm(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[np.int8]:
+    # decode tokens -> forward_mqa (absorb); prefill tokens -> MHA, context expanded in chunks
+    out = np.where(seg.prefix_tokens > 0, EXPAND_CHUNKED, EXPAND).astype(np.int8)
+    out[seg.is_decode] = SPARSE_ABSORB if sparse else ABSORB
+    return out
+
+
+@register("flops_optimal")
+def _flops_optimal(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[np.int8]:
+    m = model.mla_spec
+    q, k = seg.new_tokens, seg.kv_tokens
+    if sparse and model.dsa is not None:
+        pairs = mla.sparse_pairs(q, k, model.dsa.index_topk)
+        absorb = mla.absorb_flops(m, q, k, heads=heads, pairs=pairs)
+    else:
+        absorb = mla.absorb_flops(m, q, k, heads=heads)
+    expand = mla.expand_flops(m, q, k, heads=heads)
+    expanded_kv_bytes = k * heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim) * 2
+    expand_path = np.where(expanded_kv_bytes > EXPANDED_KV_CAP_BYTES, EXPAND_CHUNKED, EXPAND)
+    absorb_path = SPARSE_ABSORB if sparse else ABSORB
+    return np.where(expand < absorb, expand_path, absorb_path).astype(np.int8)

@@ -1,0 +1,68 @@
+"""Expert-load imbalance: how much more than the mean the busiest EP GPU receives.
+
+Routing popularity is Zipf(s) over experts (s = 0: even). Experts sit on GPUs in a fixed
+pseudo-random order; EPLB adds redundant replicas of the hottest experts and packs replicas onto
+GPUs largest-first, which lowers the busiest GPU's share. On top of the static skew, a finite
+batch spreads tokens multinomially: the busiest of G GPUs sits ~sqrt(2 ln G) standard deviations
+above the mean.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+
+
+def zipf_popularity(n_experts: int, s: float) -> np.ndarray:
+    ranks = np.arange(1, n_experts + 1, dtype=np.float64)
+    p = ranks**-s
+    order = np.random.default_rng(0).permutation(n_experts)  # popularity unrelated to expert id
+    return (p / p.sum())[order]
+
+
+@cache
+def static_gpu_shares(n_experts: int, ep: int, zipf_s: float, redundant: int) -> tuple[float, ...]:
+    """Share of all routed tokens each EP GPU receives, busiest first."""
+    p = zipf_popularity(n_experts, zipf_s)
+    if redundant == 0:
+        per_gpu = math.ceil(n_experts / ep)
+        loads = np.zeros(ep)
+        np.add.at(loads, np.arange(n_experts) // per_gpu, p)
+        return tuple(sorted(loads, reverse=True))
+    replicas = np.ones(n_experts, dtype=np.int64)
+    for _ in range(redundant):  # each extra replica goes to the expert with the hottest replica
+        replicas[np.argmax(p / replicas)] += 1
+    slots = math.ceil((n_experts + redundant) / ep)
+    pieces = np.repeat(p / replicas, replicas)
+    loads = np.zeros(ep)
+    free = np.full(ep, slots)
+    for w in np.sort(pieces)[::-1]:  # longest-processing-time-first packing
+        g = int(np.argmin(np.where(free > 0, loads, np.inf)))
+        loads[g] += w
+        free[g] -= 1
+    return tuple(sorted(loads, reverse=True))
+
+
+def busiest_gpu_tokens(
+    routed_tokens: float, n_experts: int, ep: int, zipf_s: float, redundant: int
+) -> float:
+    """Expected token-expert assignments on the busiest EP GPU for `routed_tokens` assignments."""
+    if ep == 1 or routed_tokens <= 0:
+        return routed_tokens
+    shares = np.asarray(static_gpu_shares(n_experts, ep, zipf_s, redundant))
+    mean = routed_tokens * shares
+    spread = np.sqrt(routed_tokens * shares * (1.0 - shares)) * math.sqrt(2.0 * math.log(ep))
+    return float(np.max(mean + spread))
+
+
+def imbalance_factor(
+    routed_tokens: float, n_experts: int, ep: int, zipf_s: float, redundant: int
+) -> float:
+    """Busiest GPU's load over the mean GPU's load (1.0 = perfect balance)."""
+    if routed_tokens <= 0:
+        return 1.0
+    return busiest_gpu_tokens(routed_tokens, n_experts, ep, zipf_s, redundant) / (
+        routed_tokens / ep
+    )

@@ -1,0 +1,153 @@
+"""Per-GPU memory of a deployment: weights under its parallelism, KV per token, capacity.
+
+MLA's latent is shared by all heads and cannot be split by heads, so every GPU of an attention-TP
+rank stores the rank's whole latent cache: the KV duplication factor is the attention TP size
+(for GQA, attention TP beyond the KV-head count duplicates heads the same way).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.cost.intensity import FP8_MLA_BYTES_PER_TOKEN_LAYER
+from sim.cost.params import layer_params, linear_attention_params, mtp_module_params
+from sim.specs.deployment import Deployment
+from sim.specs.gpu import GB, GpuSpec
+from sim.specs.model import ModelSpec
+
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / (128 * 128), "fp4": 0.5 + 1.0 / 32}
+INDEXER_BYTES_PER_TOKEN_LAYER = 128 + 4  # FP8 key + fp32 scale (DSA indexer cache)
+
+
+def dsa_active(model: ModelSpec, deployment: Deployment) -> bool:
+    """Whether sparse attention runs: the model has an indexer and the deployment allows it."""
+    if deployment.dsa == "on" and model.dsa is None:
+        raise ValueError(
+            f"dsa='on' but model {model.name!r} has no DSA indexer; use 'auto' or 'off'"
+        )
+    return model.dsa is not None and deployment.dsa != "off"
+
+
+def kv_dup_factor(model: ModelSpec, attn_tp: int) -> int:
+    """Copies of each cached token across the GPUs of one attention rank."""
+    return attn_tp // min(attn_tp, model.kv_heads)
+
+
+def kv_bytes_per_token_layer(model: ModelSpec, kv_dtype: str) -> float:
+    """One copy of one token's cache in one attention layer (all KV heads)."""
+    if model.attention == "mla":
+        if kv_dtype == "fp8":
+            return float(FP8_MLA_BYTES_PER_TOKEN_LAYER)
+        return 2.0 * model.kv_elems_per_token_per_layer
+    return (1.0 if kv_dtype == "fp8" else 2.0) * model.kv_elems_per_token_per_layer
+
+
+def cached_layers(model: ModelSpec, deployment: Deployment) -> int:
+    """Layers whose KV grows with context: attention layers, plus MTP layers when MTP is on."""
+    mtp = model.mtp_layers if deployment.mtp_draft_tokens else 0
+    return model.attention_layers + mtp
+
+
+def kv_bytes_per_token(model: ModelSpec, deployment: Deployment) -> float:
+    """One copy of one token, all cached layers (what a PD transfer moves)."""
+    per_layer = kv_bytes_per_token_layer(model, deployment.kv_dtype)
+    if dsa_active(model, deployment):
+        per_layer += INDEXER_BYTES_PER_TOKEN_LAYER
+    return per_layer * cached_layers(model, deployment)
+
+
+def kv_bytes_per_token_per_gpu(model: ModelSpec, deployment: Deployment) -> float:
+    """Bytes one token of a rank's request occupies on each GPU of that rank."""
+    heads_split = min(deployment.attn_tp, model.kv_heads)  # GQA shards KV heads up to H_kv
+    return kv_bytes_per_token(model, deployment) / heads_split
+
+
+def state_bytes_per_request_per_gpu(model: ModelSpec, deployment: Deployment) -> float:
+    """Fixed recurrent state of linear-attention layers (split by heads over attention TP)."""
+    la = model.linear_attention
+    if la is None:
+        return 0.0
+    state = la.num_heads * la.head_dim * la.head_dim * la.state_bytes_per_elem
+    conv = 3 * la.num_heads * la.head_dim * max(la.conv_kernel_size - 1, 0) * 2
+    return la.num_layers * (state + conv) / deployment.attn_tp
+
+
+def weight_bytes_per_gpu(model: ModelSpec, deployment: Deployment) -> float:
+    """Weights one GPU holds: attention split by attention TP, experts by EP x TP."""
+    d = deployment
+    lp = layer_params(model)
+    wb = WEIGHT_BYTES[d.weight_dtype]
+    moe = model.moe
+    attn = model.attention_layers * (lp.attn_sharded / d.attn_tp + lp.attn_replicated)
+    attn += (model.num_layers - model.attention_layers) * linear_attention_params(model) / d.attn_tp
+    local_experts = math.ceil((moe.n_routed_experts + d.eplb_redundant_experts) / d.ep)
+    moe_layer = (local_experts * lp.routed_expert + lp.shared_experts) / d.moe_tp + lp.router
+    dense_split = d.attn_tp if d.dense_ffn == "tp" else 1
+    ffn = model.moe_layers * moe_layer + moe.first_dense_layers * lp.dense_mlp / dense_split
+    mtp = 0.0
+    if d.mtp_draft_tokens and model.mtp_layers:
+        non_expert = mtp_module_params(model) - moe.n_routed_experts * lp.routed_expert
+        mtp = model.mtp_layers * (
+            non_expert / d.attn_tp + local_experts * lp.routed_expert / d.moe_tp
+        )
+    embeddings = 2 * model.vocab_size * model.hidden_size * 2.0 / d.attn_tp  # BF16, vocab-parallel
+    return (attn + ffn + mtp) * wb + embeddings
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryPlan:
+    """Where one GPU's HBM goes, and how many tokens the deployment can cache."""
+
+    weights_bytes_per_gpu: float
+    activation_reserve_bytes_per_gpu: float
+    usable_bytes_per_gpu: float
+    kv_bytes_per_token_per_gpu: float
+    kv_dup_factor: int
+    kv_capacity_tokens_per_gpu: int
+    kv_capacity_tokens_per_rank: int
+    kv_capacity_tokens_total: int
+    state_bytes_per_request_per_gpu: float
+
+    @property
+    def kv_pool_bytes_per_gpu(self) -> float:
+        return self.kv_capacity_tokens_per_gpu * self.kv_bytes_per_token_per_gpu
+
+
+def plan_memory(
+    model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, strict: bool = True
+) -> MemoryPlan:
+    """Memory plan of one GPU; with `strict`, raise ValueError when the minimum KV does not fit."""
+    d = deployment
+    if model.num_heads % d.attn_tp:
+        raise ValueError(
+            f"attn_tp={d.attn_tp} does not divide {model.name}'s {model.num_heads} attention "
+            "heads; "
+            f"pick a divisor of {model.num_heads}"
+        )
+    weights = weight_bytes_per_gpu(model, d)
+    reserve = d.activation_reserve_gb * GB
+    usable = gpu.hbm_bytes * d.mem_fraction
+    per_token = kv_bytes_per_token_per_gpu(model, d)
+    free = usable - weights - reserve
+    min_kv = d.chunked_prefill_tokens * per_token
+    if strict and free < min_kv:
+        raise ValueError(
+            f"deployment {d.name!r} does not fit on {gpu.name}: weights {weights / GB:.1f} GB + "
+            f"activations {reserve / GB:.1f} GB + minimum KV {min_kv / GB:.2f} GB "
+            f"({d.chunked_prefill_tokens} tokens) exceed the usable {usable / GB:.1f} GB "
+            f"(mem_fraction {d.mem_fraction}) by {(min_kv - free) / GB:.1f} GB; add GPUs (larger "
+            "EP), use FP8 weights, or raise mem_fraction"
+        )
+    per_gpu = max(int(free // per_token), 0)
+    return MemoryPlan(
+        weights_bytes_per_gpu=weights,
+        activation_reserve_bytes_per_gpu=reserve,
+        usable_bytes_per_gpu=usable,
+        kv_bytes_per_token_per_gpu=per_token,
+        kv_dup_factor=kv_dup_factor(model, d.attn_tp),
+        kv_capacity_tokens_per_gpu=per_gpu,
+        kv_capacity_tokens_per_rank=per_gpu,
+        kv_capacity_tokens_total=per_gpu * d.attn_dp * d.replicas,
+        state_bytes_per_request_per_gpu=state_bytes_per_request_per_gpu(model, d),
+    )

@@ -1,0 +1,78 @@
+"""Roofline op timing: max(FLOPs / peak, bytes / bandwidth) / efficiency + launch overhead.
+
+`RooflineCost` is the estimator used when no calibration profile is given; it has the same
+`estimate` interface as `sim.cost.calibrated.CalibratedCost` and labels every op "roofline".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from sim.specs.gpu import GpuSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpEstimateLike:
+    seconds: float
+    source: str
+    extrapolated: bool = False
+    detail: str = ""
+
+
+class Estimate(Protocol):
+    """An op's priced time: seconds, the source of the figure, whether it was extrapolated."""
+
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def extrapolated(self) -> bool: ...
+
+
+class OpEstimator(Protocol):
+    """Prices one op from its FLOPs and bytes (and, if calibrated, its shape)."""
+
+    def estimate(
+        self,
+        op: str,
+        *,
+        key: Mapping[str, object],
+        point: Mapping[str, float],
+        flops: float,
+        bytes_: float,
+        dtype: str = "bf16",
+    ) -> Estimate: ...
+
+
+def roofline_seconds(gpu: GpuSpec, flops: float, bytes_: float, dtype: str = "bf16") -> float:
+    """Ideal time: the slower of compute at peak and HBM traffic at full bandwidth."""
+    return max(flops / gpu.peak_flops_per_s(dtype), bytes_ / gpu.hbm_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class RooflineCost:
+    """Pure roofline at stated efficiencies (default: datasheet peaks, no launch cost)."""
+
+    gpu: GpuSpec
+    compute_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+    launch_overhead_s: float = 0.0
+
+    def estimate(
+        self,
+        op: str,
+        *,
+        key: Mapping[str, object],
+        point: Mapping[str, float],
+        flops: float,
+        bytes_: float,
+        dtype: str = "bf16",
+    ) -> OpEstimateLike:
+        t = max(
+            flops / (self.gpu.peak_flops_per_s(dtype) * self.compute_efficiency),
+            bytes_ / (self.gpu.hbm_bytes_per_s * self.memory_efficiency),
+        )
+        return OpEstimateLike(seconds=t + self.launch_overhead_s, source="roofline")

@@ -1,0 +1,327 @@
+"""Step cost of one deployment: the lock-step unit's forward time for an actual batch.
+
+A step lasts as long as the slowest attention rank's attention + dense work, plus the unit-wide
+routed-expert time on the busiest EP GPU, plus communication (TP all-reduce, EP dispatch and
+combine). Two-batch overlap splits the step into two micro-batches so one's EP communication hides
+behind the other's compute. Every op carries the source of its time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sim.cost import comm, mla
+from sim.cost.batch import BatchShape, OpTime, StepCost
+from sim.cost.dispatch import Segments, choose_paths
+from sim.cost.experts import busiest_gpu_tokens
+from sim.cost.layer_ops import (
+    RankContext,
+    RankSegments,
+    ffn_rank_ops,
+    gemm,
+    gqa_layer,
+    linear_attention_layer,
+    mla_layer,
+)
+from sim.cost.memory import (
+    WEIGHT_BYTES,
+    dsa_active,
+    kv_bytes_per_token,
+    kv_bytes_per_token_layer,
+    plan_memory,
+)
+from sim.cost.pricing import Pricer, combine, scale
+from sim.cost.roofline import OpEstimator, RooflineCost
+from sim.specs.deployment import Deployment
+from sim.specs.gpu import GpuSpec
+from sim.specs.model import ModelSpec
+
+ZERO = OpTime(seconds=0.0, source="roofline")
+
+
+class ServingCostModel:
+    """Prices steps of one deployment (model x GPU x layout), from a profile or the roofline."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        gpu: GpuSpec,
+        deployment: Deployment,
+        profile: object | None = None,
+        estimator: OpEstimator | None = None,
+    ) -> None:
+        d = deployment
+        self.model, self.gpu, self.deployment = model, gpu, d
+        self.memory = plan_memory(model, gpu, d)
+        self.sparse = dsa_active(model, d)
+        if estimator is None:
+            estimator = _default_estimator(model, gpu, profile)
+        self.profile_name = str(getattr(profile, "name", f"{gpu.name}-roofline (built-in)"))
+        self.pricer = Pricer(gpu, estimator)
+        self.ctx = RankContext(
+            model=model,
+            heads=model.num_heads // d.attn_tp,
+            tp=d.attn_tp,
+            moe_tp=d.moe_tp,
+            dense_split=d.attn_tp if d.dense_ffn == "tp" else 1,
+            weight_dtype=d.weight_dtype,
+            kv_dtype=d.kv_dtype,
+            kv_bytes_layer=kv_bytes_per_token_layer(model, d.kv_dtype),
+            topk=model.dsa.index_topk if (self.sparse and model.dsa) else 0,
+        )
+        # cheap per-rank proxy: seconds per token of token-level work, per attended pair
+        self._proxy_token_s = self._token_seconds_estimate()
+
+    # -- memory facts the engine and results need ---------------------------------------------
+    @property
+    def kv_capacity_tokens_per_rank(self) -> int:
+        return self.memory.kv_capacity_tokens_per_rank
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return kv_bytes_per_token(self.model, self.deployment)
+
+    @property
+    def state_tokens_per_request(self) -> int:
+        per_gpu = self.memory.state_bytes_per_request_per_gpu
+        return math.ceil(per_gpu / self.memory.kv_bytes_per_token_per_gpu) if per_gpu else 0
+
+    # -- step pricing ------------------------------------------------------------------------
+    def step_cost(self, batch: BatchShape) -> StepCost:
+        ranks = batch.num_ranks
+        if batch.size == 0:
+            return StepCost(duration_s=0.0, rank_attention_s=np.zeros(ranks))
+        q = batch.new_tokens.astype(np.float64)
+        k = batch.kv_tokens.astype(np.float64)
+        paths = (
+            choose_paths(
+                self.deployment.mla_policy if self.model.attention == "mla" else "vllm",
+                self.model,
+                Segments(
+                    new_tokens=batch.new_tokens,
+                    kv_tokens=batch.kv_tokens,
+                    is_decode=batch.is_decode,
+                ),
+                sparse=self.sparse,
+                heads=self.ctx.heads,
+            )
+            if self.model.attention == "mla"
+            else np.zeros(batch.size, dtype=np.int8)
+        )
+        tokens_r = np.bincount(batch.rank, weights=q, minlength=ranks)
+        proxy = self._rank_proxy(batch, q, k, tokens_r)
+        best_ops: dict[str, OpTime] = {}
+        best_total, crit = -1.0, 0
+        for r in {int(np.argmax(proxy)), int(np.argmax(tokens_r))}:
+            sel = batch.rank == r
+            ops = self._rank_ops(
+                RankSegments(q=q[sel], k=k[sel], is_decode=batch.is_decode[sel], path=paths[sel])
+            )
+            total = sum(t.seconds for t in ops.values())
+            if total > best_total:
+                best_ops, best_total, crit = ops, total, r
+        rank_s = proxy * (best_total / proxy[crit]) if proxy[crit] > 0 else np.zeros(ranks)
+        unit_ops = self._unit_ops(batch, tokens_r, float(tokens_r[crit]))
+        ops = {**best_ops, **unit_ops}
+        duration = sum(t.seconds for t in ops.values())
+        saved = 0.0
+        if self.deployment.two_batch_overlap and comm_time(unit_ops) > 0:
+            saved = self._overlap_saving(batch, tokens_r, crit, best_total, unit_ops)
+            duration -= saved
+        return StepCost(
+            duration_s=duration, rank_attention_s=rank_s, ops=ops, overlap_saved_s=saved
+        )
+
+    def _rank_ops(self, s: RankSegments) -> dict[str, OpTime]:
+        """All of one rank's own work in a step (every layer), by op."""
+        m, c, pr = self.model, self.ctx, self.pricer
+        layer = mla_layer(pr, c, s) if m.attention == "mla" else gqa_layer(pr, c, s)
+        ops = {name: scale(t, m.attention_layers) for name, t in layer.items()}
+        if m.linear_attention:
+            ops["kda"] = scale(linear_attention_layer(pr, c, s), m.linear_attention.num_layers)
+        ffn = ffn_rank_ops(pr, c, s.tokens)
+        ops["moe_gate"] = scale(ffn["moe_gate"], m.moe_layers)
+        ops["moe_shared"] = scale(ffn["moe_shared"], m.moe_layers)
+        ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
+        logits = float(s.q[s.is_decode].sum() + (~s.is_decode).sum())
+        ops["lm_head"] = gemm(pr, c, logits, m.hidden_size, m.vocab_size // c.tp)
+        drafts = self.deployment.mtp_draft_tokens
+        if drafts and s.is_decode.any():
+            dec = s.is_decode
+            one = RankSegments(
+                q=np.ones(int(dec.sum())), k=s.k[dec], is_decode=dec[dec], path=s.path[dec]
+            )
+            draft_layer = mla_layer(pr, c, one) if m.attention == "mla" else gqa_layer(pr, c, one)
+            n = float(dec.sum())
+            step = combine(
+                *draft_layer.values(),
+                *ffn_rank_ops(pr, c, n).values(),
+                gemm(pr, c, n, 2 * m.hidden_size, m.hidden_size),
+                gemm(pr, c, n, m.hidden_size, m.vocab_size // c.tp),
+            )
+            ops["mtp_draft"] = scale(step, drafts)
+        return ops
+
+    def _routed_moe(self, unit_tokens: float, decode_only: bool) -> OpTime:
+        """One MoE layer's routed experts on the busiest EP GPU."""
+        m, d = self.model, self.deployment
+        moe = m.moe
+        if unit_tokens <= 0:
+            return ZERO
+        busiest = busiest_gpu_tokens(
+            unit_tokens * moe.experts_per_token,
+            moe.n_routed_experts,
+            d.ep,
+            d.expert_zipf_s,
+            d.eplb_redundant_experts,
+        )
+        local = math.ceil((moe.n_routed_experts + d.eplb_redundant_experts) / d.ep)
+        inter = moe.moe_intermediate_size // d.moe_tp
+        h, wb, cdt = m.hidden_size, WEIGHT_BYTES[d.weight_dtype], self.ctx.compute_dtype
+        key = {
+            "num_local_experts": local,
+            "hidden": h,
+            "intermediate": inter,
+            "layout": "masked" if decode_only else "contiguous",
+        }
+        point = {"tokens_per_expert": max(busiest / local, 1e-3)}
+        touched = min(local, busiest)  # experts that receive no token are not read
+        up = self.pricer.op(
+            "moe_up",
+            key,
+            point,
+            2.0 * busiest * h * 2 * inter,
+            touched * h * 2 * inter * wb + busiest * (h + 2 * inter) * 2,
+            cdt,
+        )
+        down = self.pricer.op(
+            "moe_down",
+            key,
+            point,
+            2.0 * busiest * inter * h,
+            touched * inter * h * wb + busiest * (inter + h) * 2,
+            cdt,
+        )
+        return combine(up, down)
+
+    def _unit_ops(
+        self, batch: BatchShape, tokens_r: np.ndarray, crit_tokens: float
+    ) -> dict[str, OpTime]:
+        m, d = self.model, self.deployment
+        decode_only = bool(batch.is_decode.all())
+        n = float(tokens_r.sum())
+        ops = {"moe_routed": scale(self._routed_moe(n, decode_only), m.moe_layers)}
+        drafts = d.mtp_draft_tokens
+        if drafts and batch.is_decode.any():
+            n_dec = float(batch.is_decode.sum())
+            ops["mtp_draft"] = scale(self._routed_moe(n_dec, True), drafts)
+        ops.update(self._comm_ops(crit_tokens, decode_only))
+        return ops
+
+    def _comm_ops(self, rank_tokens: float, decode_only: bool) -> dict[str, OpTime]:
+        m, d, g, pr = self.model, self.deployment, self.gpu, self.pricer
+        h, layers = m.hidden_size, m.num_layers
+        nvlink = g.nvlink_gb_s * 1e9
+        ops: dict[str, OpTime] = {}
+        ar = comm.allreduce_bytes(rank_tokens, h, d.attn_tp)
+        after_ffn = ar if 1 < d.moe_tp <= d.attn_tp else 0.0
+        ops["tp_allreduce"] = scale(
+            pr.link("all_reduce", {"gpus": d.attn_tp}, {"bytes": ar + 1}, ar + after_ffn, nvlink),
+            layers,
+        )
+        if d.moe_tp > d.attn_tp:  # DP attention feeding TP experts: gather, then scatter back
+            group = d.moe_tp // d.attn_tp
+            gb = comm.allgather_bytes(rank_tokens, h, group)
+            link = comm.group_link(g, d.moe_tp, d.gpus_per_node)
+            ops["dp_gather"] = scale(
+                pr.link("all_gather", {"gpus": group}, {"bytes": gb + 1}, 2 * gb, link.bytes_per_s),
+                m.moe_layers,
+            )
+        if d.ep > 1:
+            per_gpu = rank_tokens / d.attn_tp
+            link = comm.ep_link(g, d)
+            mode = "low_latency" if decode_only else "normal"
+            key = {"ep": d.ep, "mode": mode}
+            k_top = m.moe.experts_per_token
+            for op, fn in (
+                ("ep_dispatch", comm.dispatch_bytes),
+                ("ep_combine", comm.combine_bytes),
+            ):
+                b = fn(per_gpu, h, k_top, d.ep)
+                ops[op] = scale(
+                    pr.link(op, key, {"tokens": max(per_gpu, 1.0)}, b, link.bytes_per_s),
+                    m.moe_layers,
+                )
+        return ops
+
+    def _overlap_saving(
+        self,
+        batch: BatchShape,
+        tokens_r: np.ndarray,
+        crit: int,
+        rank_total: float,
+        unit_ops: dict[str, OpTime],
+    ) -> float:
+        """Time two micro-batches save (negative when splitting costs more than it hides)."""
+        m = self.model
+        decode_only = bool(batch.is_decode.all())
+        ep_comm = comm_time(unit_ops)
+        compute = rank_total + unit_ops["moe_routed"].seconds
+        half_moe = self._routed_moe(float(tokens_r.sum()) / 2, decode_only).seconds * m.moe_layers
+        half_comm = comm_time(self._comm_ops(float(tokens_r[crit]) / 2, decode_only))
+        overlapped = 2.0 * max(rank_total / 2 + half_moe, half_comm)
+        return compute + ep_comm - overlapped
+
+    # -- cheap per-rank proxy (vectorised over all ranks) ------------------------------------
+    def _token_seconds_estimate(self) -> float:
+        c = self.ctx
+        probe = RankSegments(
+            q=np.array([256.0]),
+            k=np.array([256.0]),
+            is_decode=np.array([True]),
+            path=np.zeros(1, dtype=np.int8),
+        )
+        ops = ffn_rank_ops(self.pricer, c, 256.0)
+        return sum(t.seconds for t in ops.values()) / 256.0 + (
+            self._rank_ops(probe)["attn_proj"].seconds / 256.0
+        )
+
+    def _rank_proxy(
+        self, batch: BatchShape, q: np.ndarray, k: np.ndarray, tokens_r: np.ndarray
+    ) -> np.ndarray:
+        """Roofline-shaped time per rank: token work plus attention pairs and cache reads."""
+        g, c = self.gpu, self.ctx
+        if self.model.attention == "mla":
+            pair = mla.absorb_pair_flops(self.model.mla_spec, c.heads)
+        else:
+            pair = 4.0 * c.heads * self.model.gqa_spec.head_dim
+        attended = np.minimum(k, c.topk) if c.topk else k
+        pairs = np.bincount(batch.rank, weights=q * attended, minlength=batch.num_ranks)
+        reads = np.bincount(batch.rank, weights=attended, minlength=batch.num_ranks)
+        layers = self.model.attention_layers
+        attn = layers * np.maximum(
+            pairs * pair / g.peak_flops_per_s("bf16"), reads * c.kv_bytes_layer / g.hbm_bytes_per_s
+        )
+        return attn + tokens_r * self._proxy_token_s
+
+
+def _default_estimator(model: ModelSpec, gpu: GpuSpec, profile: object | None) -> OpEstimator:
+    """The profile's calibrated lookup, or the plain roofline when no profile is given."""
+    if profile is None:
+        return RooflineCost(gpu)
+    from sim.cost.calibrated import CalibratedCost, check_model
+    from sim.specs.profile import Profile
+
+    if not isinstance(profile, Profile):
+        raise TypeError(
+            f"profile must be a sim.specs.profile.Profile, got {type(profile).__name__}"
+        )
+    check_model(profile, model)
+    return CalibratedCost(profile, gpu)
+
+
+def comm_time(ops: dict[str, OpTime]) -> float:
+    """EP communication in a step: what two-batch overlap can hide."""
+    return sum(ops[n].seconds for n in ("ep_dispatch", "ep_combine") if n in ops)

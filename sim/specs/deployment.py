@@ -1,0 +1,150 @@
+"""How one serving unit is laid out on GPUs, and the knobs engineers turn on it.
+
+A unit is one EP group: `nodes x gpus_per_node` GPUs. Attention runs as `attn_dp` ranks of
+`attn_tp` GPUs each (TP8 is one rank of 8 GPUs; DP8 attention is eight ranks of one GPU); the MoE
+layers spread over the whole unit as `moe_ep x moe_tp`. All ranks of a unit step in lock-step.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from sim.specs.base import Spec
+
+DType = Literal["bf16", "fp8"]
+WeightDType = Literal["bf16", "fp8", "fp4"]
+
+
+class Deployment(Spec):
+    """One serving unit (colocated prefill and decode unless `role` says otherwise)."""
+
+    name: str = Field(description="Label used in tables and in `expect:` expressions.")
+    nodes: int = Field(default=1, ge=1, description="Nodes in one unit.")
+    gpus_per_node: int = Field(default=8, ge=1, description="GPUs per node.")
+    replicas: int = Field(default=1, ge=1, description="Identical units behind one router.")
+    role: Literal["colocated", "prefill", "decode"] = Field(
+        default="colocated", description="Pool role; 'prefill'/'decode' only inside a PD pair."
+    )
+    attn_tp: int = Field(default=1, ge=1, description="GPUs sharing one attention rank (TP).")
+    moe_ep: int | None = Field(
+        default=None, ge=1, description="Expert-parallel size (default: all GPUs / moe_tp)."
+    )
+    moe_tp: int = Field(default=1, ge=1, description="Tensor-parallel size of each expert.")
+    dense_ffn: Literal["tp", "dp"] = Field(
+        default="tp",
+        description="Dense MLP layers: 'tp' shards them over the attention rank, 'dp' replicates.",
+    )
+    weight_dtype: WeightDType = Field(default="fp8", description="GEMM weight dtype.")
+    kv_dtype: DType = Field(
+        default="bf16", description="KV cache dtype ('fp8' uses FlashMLA's 656 B layout)."
+    )
+    mtp_draft_tokens: int = Field(
+        default=0, ge=0, le=8, description="MTP draft tokens verified per decode step (0 = off)."
+    )
+    mtp_acceptance: tuple[float, ...] = Field(
+        default=(),
+        description="Per-position acceptance probability of each draft token, given all before "
+        "it were accepted; one value is used for every position.",
+    )
+    dsa: Literal["auto", "on", "off"] = Field(
+        default="auto", description="Sparse attention: 'auto' uses it when the model has DSA."
+    )
+    mla_policy: str = Field(
+        default="sglang", description="MLA path dispatch policy: sglang, vllm or flops_optimal."
+    )
+    two_batch_overlap: bool = Field(
+        default=False, description="Split each step into two micro-batches to hide EP comms."
+    )
+    eplb_redundant_experts: int = Field(
+        default=0, ge=0, description="Redundant expert replicas placed by EPLB (0 = no EPLB)."
+    )
+    expert_zipf_s: float = Field(
+        default=0.0, ge=0.0, le=3.0, description="Zipf exponent of expert popularity (0 = even)."
+    )
+    chunked_prefill_tokens: int = Field(
+        default=8192, ge=64, description="Prefill token budget per rank per step."
+    )
+    max_running_requests: int = Field(
+        default=256, ge=1, description="Most requests a rank runs at once."
+    )
+    page_size_tokens: int = Field(default=64, ge=1, description="KV page size.")
+    mem_fraction: float = Field(
+        default=0.9, gt=0.0, le=1.0, description="Share of HBM for weights + KV + activations."
+    )
+    activation_reserve_gb: float = Field(
+        default=4.0, ge=0.0, description="HBM kept per GPU for activations, graphs and buffers."
+    )
+    router: str = Field(
+        default="least_tokens", description="Request router across DP ranks and replicas."
+    )
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in one unit."""
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.replicas
+
+    @property
+    def attn_dp(self) -> int:
+        """Attention ranks per unit (data-parallel attention)."""
+        return self.gpus // self.attn_tp
+
+    @property
+    def ep(self) -> int:
+        return self.moe_ep if self.moe_ep is not None else self.gpus // self.moe_tp
+
+    @property
+    def mtp_probs(self) -> tuple[float, ...]:
+        """Acceptance probability for each of the draft positions."""
+        if self.mtp_draft_tokens == 0:
+            return ()
+        if len(self.mtp_acceptance) == 1:
+            return self.mtp_acceptance * self.mtp_draft_tokens
+        return self.mtp_acceptance
+
+    @model_validator(mode="after")
+    def _check_layout(self) -> Deployment:
+        g = self.gpus
+        if g % self.attn_tp:
+            raise ValueError(
+                f"attn_tp={self.attn_tp} must divide the unit's {g} GPUs "
+                f"({self.nodes} nodes x {self.gpus_per_node}); pick a divisor of {g}"
+            )
+        if self.attn_tp > self.gpus_per_node:
+            raise ValueError(
+                f"attn_tp={self.attn_tp} spans more than one node ({self.gpus_per_node} GPUs): "
+                "keep attention TP inside a node"
+            )
+        if self.ep * self.moe_tp != g:
+            raise ValueError(
+                f"moe_ep x moe_tp = {self.ep} x {self.moe_tp} = {self.ep * self.moe_tp} must equal "
+                f"the unit's {g} GPUs; set moe_ep={g // self.moe_tp} or change moe_tp"
+            )
+        if self.mtp_draft_tokens and len(self.mtp_acceptance) not in (1, self.mtp_draft_tokens):
+            raise ValueError(
+                f"mtp_acceptance has {len(self.mtp_acceptance)} values for "
+                f"mtp_draft_tokens={self.mtp_draft_tokens}: give one value or one per draft token"
+            )
+        if any(not 0.0 <= p <= 1.0 for p in self.mtp_acceptance):
+            raise ValueError("mtp_acceptance values are probabilities: each must be in [0, 1]")
+        return self
+
+
+class PdDeployment(Spec):
+    """Prefill/decode disaggregation: two pools, KV moving over RDMA after prefill."""
+
+    name: str = Field(description="Label used in tables and in `expect:` expressions.")
+    prefill: Deployment = Field(description="The prefill pool (role is forced to 'prefill').")
+    decode: Deployment = Field(description="The decode pool (role is forced to 'decode').")
+    kv_transfer_gb_s: float | None = Field(
+        default=None, gt=0, description="Per-GPU KV transfer bandwidth (default: the GPU's NIC)."
+    )
+
+    @property
+    def total_gpus(self) -> int:
+        return self.prefill.total_gpus + self.decode.total_gpus
