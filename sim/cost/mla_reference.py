@@ -42,7 +42,7 @@ class FlopCounter:
 
     def einsum(self, spec: str, *ops: F64) -> F64:
         out = np.einsum(spec, *ops)
-        inputs, result = spec.split("->")
+        inputs = spec.split("->")[0]
         sizes: dict[str, int] = {}
         for letters, arr in zip(inputs.split(","), ops, strict=True):
             sizes.update(zip(letters, arr.shape, strict=True))
