@@ -1,0 +1,91 @@
+"""Command line: `python -m kernels_calib --out FILE [...]`, `... report FILE`.
+
+`main(argv)` returns the exit status; `mlasim calibrate` wraps it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from kernels_calib.plan import FAMILIES
+
+
+def _calibrate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m kernels_calib",
+        description="Time MLA absorb/expand, GEMM, MoE, DSA and collective kernels on this "
+        "device and write a calibration profile. `python -m kernels_calib report PROFILE` "
+        "summarises one.",
+    )
+    p.add_argument("--out", type=Path, required=True, help="profile JSON to write")
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default=None,
+        help="default: cuda when available, else cpu",
+    )
+    p.add_argument("--quick", action="store_true", help="small grid (CUDA < 1 min)")
+    p.add_argument(
+        "--ops",
+        default=",".join(FAMILIES),
+        help=f"comma-separated families from {','.join(FAMILIES)}",
+    )
+    p.add_argument("--model", default="deepseek-v3", help="catalog model whose shapes to time")
+    p.add_argument(
+        "--gpu", default=None, help="catalog GPU the device is (default: detected from its name)"
+    )
+    p.add_argument("--name", default=None, help="profile name (default: the file name)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["report"]:
+        from kernels_calib.report import main as report_main
+
+        return report_main(args[1:])
+    parser = _calibrate_parser()
+    opts = parser.parse_args(args)
+    import torch
+
+    from kernels_calib.runner import calibrate
+    from kernels_calib.writer import write_profile
+
+    device = opts.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is visible to torch")
+    ops = [o.strip() for o in opts.ops.split(",") if o.strip()]
+    started = time.perf_counter()
+    try:
+        profile = calibrate(
+            device=device,
+            quick=opts.quick,
+            ops=ops,
+            model_name=opts.model,
+            gpu_name=opts.gpu,
+            name=opts.name or opts.out.stem,
+            seed=opts.seed,
+            show_progress=not opts.no_progress,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    path = write_profile(profile, opts.out)
+    points = sum(len(t.points) for t in profile.tables)
+    print(
+        f"wrote {path}: {len(profile.tables)} tables, {points} points on {profile.device.name} "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
+    for c in profile.crossover:
+        where = f"{c.crossover_new_tokens:.0f} new tokens" if c.crossover_new_tokens else c.status
+        print(f"absorb/expand crossover after a {c.prefix_len_tokens}-token prefix: {where}")
+    failed = [n for n in profile.notes if "FAILED" in n or "not timed" in n or "raised" in n]
+    for note in failed:
+        print(f"note: {note}")
+    print(f"summary: python -m kernels_calib report {path}")
+    return 0

@@ -1,0 +1,195 @@
+"""Absorbed MLA decode: latent attention over batch x context x query tokens x KV dtype.
+
+Candidates per KV dtype, in order of preference: FlashMLA (BF16 KV, when importable) and the
+torch fallback (`mla_torch.latent_attention`; FP8 KV dequantised first). The first candidate
+that passes the absorb-vs-expand check is timed; a failing one is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from kernels_calib import correctness, mla_torch
+from kernels_calib.context import Ctx, Row
+from kernels_calib.timing import rotation_sets
+from sim.cost.op_work import kv_bytes_per_token
+from sim.specs.profile import KeyValue
+
+FP8_MAX = 448.0  # largest float8_e4m3fn value
+GROUP = 128  # latent values per FP8 scale
+
+
+@dataclass(frozen=True)
+class DecodeKernel:
+    impl: str
+    prepare: Callable[[torch.Tensor, torch.Tensor, int, float], Any]  # (q, cache, d_c, scale)
+    run: Callable[[Any], torch.Tensor]  # prepared state -> [B, s, H, d_c]
+
+    def core(self, q: torch.Tensor, cache: torch.Tensor, d_c: int, scale: float) -> torch.Tensor:
+        return self.run(self.prepare(q, cache, d_c, scale))
+
+
+def _torch_bf16() -> DecodeKernel:
+    return DecodeKernel(
+        impl="torch_bmm",
+        prepare=lambda q, c, d_c, scale: (q, c, d_c, scale),
+        run=lambda s: mla_torch.latent_attention(*s),
+    )
+
+
+def _quantize(cache: torch.Tensor, d_c: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    latent = cache[..., :d_c].float().unflatten(-1, (d_c // GROUP, GROUP))
+    scale = latent.abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) / FP8_MAX
+    return (latent / scale).to(torch.float8_e4m3fn), scale, cache[..., d_c:]
+
+
+def _torch_fp8() -> DecodeKernel:
+    def run(state: Any) -> torch.Tensor:
+        q, (q8, scale, rope), d_c, sm = state
+        latent = (q8.float() * scale).flatten(-2).to(q.dtype)
+        return mla_torch.latent_attention(q, torch.cat([latent, rope], dim=-1), d_c, sm)
+
+    return DecodeKernel(
+        impl="torch_bmm_fp8_dequant",
+        prepare=lambda q, c, d_c, scale: (q, _quantize(c, d_c), d_c, scale),
+        run=run,
+    )
+
+
+def _flash_mla(ctx: Ctx) -> DecodeKernel | None:
+    """FlashMLA's paged decode kernel (block size 64), when the library is importable."""
+    try:
+        import flash_mla  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    ctx.libraries["flash_mla"] = _version("flash_mla")
+
+    def prepare(q: torch.Tensor, cache: torch.Tensor, d_c: int, scale: float) -> Any:
+        b, kv, width = cache.shape
+        blocks = math.ceil(kv / 64)
+        paged = F.pad(cache, (0, 0, 0, blocks * 64 - kv)).reshape(b * blocks, 64, 1, width)
+        table = torch.arange(b * blocks, dtype=torch.int32, device=q.device).view(b, blocks)
+        lens = torch.full((b,), kv, dtype=torch.int32, device=q.device)
+        meta, splits = flash_mla.get_mla_metadata(lens, q.shape[1] * q.shape[2], 1)
+        return q, paged, table, lens, d_c, meta, splits, scale
+
+    def run(s: Any) -> torch.Tensor:
+        q, paged, table, lens, d_c, meta, splits, scale = s
+        out, _ = flash_mla.flash_mla_with_kvcache(
+            q, paged, table, lens, d_c, meta, splits, softmax_scale=scale, causal=True
+        )
+        return out  # type: ignore[no-any-return]
+
+    return DecodeKernel(impl="flash_mla", prepare=prepare, run=run)
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def candidates(ctx: Ctx, kv_dtype: str) -> list[DecodeKernel]:
+    found = []
+    if kv_dtype == "bf16" and ctx.device == "cuda":
+        flash = _flash_mla(ctx)
+        if flash is not None:
+            found.append(flash)
+    found.append(_torch_bf16() if kv_dtype == "bf16" else _torch_fp8())
+    return found
+
+
+def checked_kernel(ctx: Ctx, kv_dtype: str) -> DecodeKernel | None:
+    """The first candidate whose absorb output matches the expand reference."""
+    m = ctx.mla
+    case = correctness.random_case(
+        batch=2,
+        s_q=max(ctx.plan.decode_s_q),
+        kv_len=200,
+        heads=ctx.plan.heads,
+        d_c=m.kv_lora_rank,
+        d_s=m.qk_rope_head_dim,
+        d_k=m.qk_nope_head_dim,
+        d_v=m.v_head_dim,
+        gen=ctx.gen,
+        device=ctx.device,
+    )
+    bound = correctness.REL_ERROR_BOUND[kv_dtype]
+    for kernel in candidates(ctx, kv_dtype):
+        try:
+            result = correctness.check_absorb_kernel(
+                case, kernel.core, torch.bfloat16, bound, f"mla_decode {kernel.impl} {kv_dtype}"
+            )
+        except Exception as exc:  # a library kernel may reject the call outright
+            ctx.notes.append(f"mla_decode {kernel.impl} {kv_dtype}: raised {exc!r}; not timed")
+            continue
+        ctx.notes.append(result.message)
+        if result.ok:
+            return kernel
+    return None
+
+
+def points(ctx: Ctx) -> list[tuple[int, int, int, str]]:
+    p = ctx.plan
+    return [
+        (s_q, b, kv, kv_dtype)
+        for kv_dtype in p.kv_dtypes
+        for s_q in p.decode_s_q
+        for b in p.decode_batch
+        for kv in p.decode_kv
+        if b * kv <= p.max_cache_tokens
+    ]
+
+
+def count(ctx: Ctx) -> int:
+    return len(points(ctx))
+
+
+def run(ctx: Ctx) -> None:
+    m, heads = ctx.mla, ctx.plan.heads
+    width = m.kv_lora_rank + m.qk_rope_head_dim
+    scale = 1 / math.sqrt(m.qk_nope_head_dim + m.qk_rope_head_dim)
+    sizes = [b * kv for b in ctx.plan.decode_batch for kv in ctx.plan.decode_kv]
+    if any(t > ctx.plan.max_cache_tokens for t in sizes):
+        ctx.notes.append(
+            f"mla_decode: points with batch x kv_len > {ctx.plan.max_cache_tokens} tokens skipped "
+            "(memory); the grid is split into full tables"
+        )
+    todo = points(ctx)
+    for kv_dtype in ctx.plan.kv_dtypes:
+        kernel = checked_kernel(ctx, kv_dtype)
+        if kernel is None:
+            ctx.notes.append(f"mla_decode {kv_dtype}: no kernel passed the check; not timed")
+        for s_q in ctx.plan.decode_s_q:
+            rows: list[Row] = []
+            for _, b, kv, _ in [t for t in todo if t[0] == s_q and t[3] == kv_dtype]:
+                ctx.advance(f"mla_decode {kv_dtype} s_q={s_q} b={b} kv={kv}")
+                if kernel is None:
+                    continue
+                sets = rotation_sets(b * kv * kv_bytes_per_token(m, kv_dtype), ctx.device)
+                states = [
+                    kernel.prepare(
+                        ctx.randn(b, s_q, heads, width),
+                        ctx.randn(b, kv, width),
+                        m.kv_lora_rank,
+                        scale,
+                    )
+                    for _ in range(sets)
+                ]
+                rows.append(
+                    ((float(b), float(kv)), ctx.time_rotating(kernel.run, [(st,) for st in states]))
+                )
+                del states
+            if kernel is not None:
+                key: dict[str, KeyValue] = {"s_q": s_q, "kv_dtype": kv_dtype, "heads": heads}
+                ctx.add(
+                    "mla_decode", key, ("batch", "kv_len"), rows, dtype="bf16", impl=kernel.impl
+                )

@@ -1,0 +1,180 @@
+"""One calibration run: detect the device, run the chosen kernel families, build the profile."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import re
+import subprocess
+from collections.abc import Sequence
+from types import ModuleType
+
+import torch
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from kernels_calib import comm, crossover, dsa, gemm, mla_decode, mla_prefill, moe
+from kernels_calib.context import Ctx
+from kernels_calib.plan import FAMILIES, make_plan
+from kernels_calib.roofline_factors import derive
+from kernels_calib.writer import model_shape
+from sim.catalog import gpu_names, load_gpu, load_model
+from sim.catalog.profiles import load_profile
+from sim.specs.profile import SCHEMA_VERSION, DeviceInfo, Profile
+
+# --ops name -> modules run for it (the absorb-vs-expand crossover belongs to the extend family)
+MODULES: dict[str, tuple[ModuleType, ...]] = {
+    "mla_decode": (mla_decode,),
+    "mla_prefill": (mla_prefill, crossover),
+    "gemm": (gemm,),
+    "moe": (moe,),
+    "dsa": (dsa,),
+    "comm": (comm,),
+}
+CPU_REFERENCE_GPU = "h200"
+
+
+def detect_gpu(device_name: str) -> str | None:
+    """Catalog GPU named in a driver's device name ('NVIDIA H100 80GB HBM3' -> 'h100')."""
+    for name in sorted(gpu_names(), key=len, reverse=True):
+        if re.search(rf"\b{re.escape(name)}\b", device_name, flags=re.IGNORECASE):
+            return name
+    return None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _driver() -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
+def device_info(device: str, gpu: str | None) -> DeviceInfo:
+    libraries = {"cuda": str(torch.version.cuda)} if device == "cuda" else {}
+    if device == "cuda":
+        name, driver = torch.cuda.get_device_name(0), _driver()
+    else:
+        name, driver = f"cpu ({_cpu_name()})", None
+    return DeviceInfo(
+        name=name, gpu=gpu, driver=driver, torch_version=torch.__version__, libraries=libraries
+    )
+
+
+def _run_family(ctx: Ctx, mod: ModuleType) -> None:
+    try:
+        mod.run(ctx)
+    except RuntimeError as exc:  # e.g. out of memory while building inputs
+        ctx.notes.append(
+            f"{mod.__name__}: aborted at {ctx.current!r} ({exc!r}); tables measured before it "
+            "are kept"
+        )
+        if ctx.device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def calibrate(
+    *,
+    device: str,
+    quick: bool,
+    ops: Sequence[str] = FAMILIES,
+    model_name: str = "deepseek-v3",
+    gpu_name: str | None = None,
+    name: str = "measured",
+    seed: int = 0,
+    show_progress: bool = True,
+) -> Profile:
+    """Measure the `ops` families on `device` and return the profile (nothing is written).
+
+    Raises ValueError for an unknown family, a non-MLA model, or a GPU the catalog lacks.
+    """
+    unknown = sorted(set(ops) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"unknown --ops {unknown}: choose from {', '.join(FAMILIES)}")
+    model = load_model(model_name)
+    if model.attention != "mla":
+        raise ValueError(f"{model_name} has no MLA attention: kernels_calib measures MLA models")
+    info = device_info(device, None)
+    gpu = gpu_name or (detect_gpu(info.name) if device == "cuda" else CPU_REFERENCE_GPU)
+    if gpu is None:
+        raise ValueError(
+            f"{info.name!r} is not a catalog GPU ({', '.join(gpu_names())}): "
+            "pass --gpu with the closest one"
+        )
+    gen = torch.Generator(device=device).manual_seed(seed)
+    ctx = Ctx(
+        plan=make_plan(device, quick, model.num_heads),
+        model=model,
+        gen=gen,
+        device_name=info.name,
+        gpu=load_gpu(gpu),
+    )
+    if device == "cpu":
+        ctx.notes.append(
+            f"CPU run (tiny shapes, one thread, for tests): efficiencies refer to {gpu}'s "
+            "datasheet and mean nothing for a GPU"
+        )
+    modules = [mod for family in ops for mod in MODULES[family]]
+    total = sum(mod.count(ctx) for mod in modules)
+    columns = (
+        TextColumn("{task.description:<48}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    threads = torch.get_num_threads()
+    if device == "cpu":  # one thread: intra-op thread pools stall badly on a shared machine
+        torch.set_num_threads(1)
+    try:
+        with Progress(*columns, console=Console(stderr=True), disable=not show_progress) as bar:
+            task = bar.add_task("calibrating", total=total)
+            ctx.progress = lambda label: bar.update(task, advance=1, description=label)
+            for mod in modules:
+                _run_family(ctx, mod)
+    finally:
+        torch.set_num_threads(threads)
+    ctx.notes += [f"{family}: not requested (--ops)" for family in FAMILIES if family not in ops]
+    fallback = load_profile(f"{gpu}-roofline").roofline
+    factors, factor_notes = derive(
+        ctx.tables, load_gpu(gpu), f"this {device} calibration", fallback, f"{gpu}-roofline"
+    )
+    libraries = {**info.libraries, **ctx.libraries}
+    return Profile(
+        schema_version=SCHEMA_VERSION,
+        name=name,
+        kind="measured",
+        description=f"kernels_calib {'quick ' if quick else ''}run on {info.name}",
+        device=DeviceInfo(**{**info.model_dump(), "gpu": gpu, "libraries": libraries}),
+        model_shape=model_shape(model_name),
+        tables=ctx.tables,
+        roofline=factors,
+        crossover=ctx.crossover,
+        notes=ctx.notes + factor_notes,
+        created_utc=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )

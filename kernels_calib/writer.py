@@ -1,0 +1,35 @@
+"""Profile output: the model shape a profile records, and writing it as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sim.catalog import load_model
+from sim.catalog.profiles import parse_profile
+from sim.specs.profile import ModelShape, Profile
+
+
+def model_shape(model_name: str) -> ModelShape:
+    """The MLA shape of a catalog model, as a profile records it."""
+    model = load_model(model_name)
+    m = model.mla_spec
+    return ModelShape(
+        model=model_name,
+        heads=model.num_heads,
+        kv_lora_rank=m.kv_lora_rank,
+        qk_rope_head_dim=m.qk_rope_head_dim,
+        qk_nope_head_dim=m.qk_nope_head_dim,
+        v_head_dim=m.v_head_dim,
+        hidden_size=model.hidden_size,
+    )
+
+
+def write_profile(profile: Profile, path: Path) -> Path:
+    """Write `profile` to `path` (parents created); raises ValueError if it does not round-trip."""
+    text = profile.model_dump_json(indent=1, exclude_none=True) + "\n"
+    if parse_profile(json.loads(text), str(path)) != profile:
+        raise ValueError(f"profile {profile.name!r} does not read back identically")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

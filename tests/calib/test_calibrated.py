@@ -1,0 +1,205 @@
+"""CalibratedCost: exact grid points, log-space interpolation, extrapolation, fallbacks."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from sim.catalog import load_gpu
+from sim.catalog.profiles import load_profile
+from sim.cost.calibrated import CalibratedCost, OpEstimate
+from sim.cost.op_work import op_work
+from sim.specs.profile import COMM_OPS, DeviceInfo, OpPoint, OpTable, Profile
+
+H800 = load_gpu("h800")
+DECODE_KEY = {"s_q": 1, "kv_dtype": "bf16", "heads": 128}
+
+
+@pytest.fixture(scope="module")
+def h800() -> CalibratedCost:
+    return CalibratedCost(load_profile("h800-published"), H800)
+
+
+def query(
+    cost: CalibratedCost,
+    op: str,
+    key: dict[str, object],
+    point: dict[str, float],
+    dtype: str = "bf16",
+    link: float | None = None,
+) -> OpEstimate:
+    shape = cost.profile.model_shape
+    flops, nbytes = op_work(
+        op, {**key, **point}, mla_spec=shape.mla_spec() if shape else None, dtype=dtype
+    )
+    if op in COMM_OPS:
+        assert link is not None
+        return cost.link_seconds(op, key=key, point=point, bytes_=nbytes, link_bytes_per_s=link)
+    return cost.estimate(op, key=key, point=point, flops=flops, bytes_=nbytes, dtype=dtype)
+
+
+def decode_us(cost: CalibratedCost, batch: float, kv: float, **key: object) -> OpEstimate:
+    return query(cost, "mla_decode", {**DECODE_KEY, **key}, {"batch": batch, "kv_len": kv})
+
+
+@pytest.mark.parametrize("name", ["h800-published", "h20-published"])
+def test_every_published_point_is_reproduced(name: str) -> None:
+    profile = load_profile(name)
+    cost = CalibratedCost(profile, load_gpu(profile.device.gpu or ""))
+    for table in profile.tables:
+        for p in table.points:
+            link = table.link_bytes_per_s
+            est = query(cost, table.op, dict(table.key), dict(p.at), table.dtype, link)
+            assert est.seconds * 1e6 == pytest.approx(p.latency_us_p50, rel=1e-9), (table.op, p.at)
+            assert not est.extrapolated and est.source == "published"
+
+
+def test_interpolation_stays_between_neighbours(h800: CalibratedCost) -> None:
+    lo, hi = decode_us(h800, 64, 4096).seconds, decode_us(h800, 64, 8192).seconds
+    sweep = [decode_us(h800, 64, kv).seconds for kv in range(4096, 8193, 256)]
+    assert sweep[0] == pytest.approx(lo) and sweep[-1] == pytest.approx(hi)
+    assert all(a < b for a, b in itertools.pairwise(sweep))
+    mid = decode_us(h800, 48, 4096)
+    assert decode_us(h800, 32, 4096).seconds < mid.seconds < decode_us(h800, 64, 4096).seconds
+    assert not mid.extrapolated
+
+
+def test_outside_the_grid_holds_efficiency_and_scales_by_roofline(h800: CalibratedCost) -> None:
+    edge, far = decode_us(h800, 1, 131072), decode_us(h800, 1, 262144)
+    assert far.extrapolated and not edge.extrapolated
+    assert "clamped" in far.detail
+    flops = [
+        op_work(
+            "mla_decode",
+            {**DECODE_KEY, "batch": 1, "kv_len": kv},
+            mla_spec=h800.profile.model_shape.mla_spec(),
+        )  # type: ignore[union-attr]
+        for kv in (131072, 262144)
+    ]
+    roofline = [max(f / H800.peak_flops_per_s("bf16"), b / H800.hbm_bytes_per_s) for f, b in flops]
+    assert far.seconds / edge.seconds == pytest.approx(roofline[1] / roofline[0], rel=1e-9)
+
+
+def test_nearest_key_is_used_and_flagged(h800: CalibratedCost) -> None:
+    est = decode_us(h800, 64, 4096, heads=64)
+    assert est.extrapolated and "nearest key" in est.detail
+    assert est.source == "published" and est.seconds > 0
+
+
+def test_staircase_tables_cover_the_large_batch_points(h800: CalibratedCost) -> None:
+    # batch 512 was published only up to kv 8192: a separate full-grid table holds it
+    est = decode_us(h800, 512, 8192)
+    assert est.seconds * 1e6 == pytest.approx(2074.245) and not est.extrapolated
+
+
+def test_op_without_table_uses_roofline_factors() -> None:
+    profile = load_profile("h200-roofline")
+    gpu = load_gpu("h200")
+    cost = CalibratedCost(profile, gpu)
+    r = profile.roofline
+    est = cost.estimate(
+        "gemm", key={"k": 7168, "n": 1536}, point={"m": 4096}, flops=9e10, bytes_=8e7, dtype="fp8"
+    )
+    want = max(
+        9e10 / (gpu.peak_flops_per_s("fp8") * r.gemm_compute_efficiency.value),
+        8e7 / (gpu.hbm_bytes_per_s * r.memory_bandwidth_efficiency.value),
+    )
+    assert est.seconds == pytest.approx(want + r.launch_overhead_us.value * 1e-6)
+    assert est.source == "roofline" and not est.extrapolated
+
+
+def test_deepep_points_and_interpolation_over_ep(h800: CalibratedCost) -> None:
+    base = {"mode": "low_latency", "hidden": 7168, "topk": 8}
+    nv = query(
+        h800,
+        "ep_dispatch",
+        {**base, "link": "nvlink", "ep": 8},
+        {"tokens_per_rank": 128},
+        link=160e9,
+    )
+    assert nv.seconds * 1e6 == pytest.approx(77.0)
+    ib = [
+        query(
+            h800,
+            "ep_combine",
+            {**base, "link": "rdma", "ep": ep},
+            {"tokens_per_rank": 128},
+            link=50e9,
+        ).seconds
+        * 1e6
+        for ep in (32, 48, 64)
+    ]
+    assert ib[0] == pytest.approx(273.0) and ib[2] == pytest.approx(314.0)
+    assert ib[0] < ib[1] < ib[2]
+
+
+def test_bad_queries_are_refused(h800: CalibratedCost) -> None:
+    with pytest.raises(ValueError, match="known ops are"):
+        h800.estimate("softmax", key={}, point={}, flops=1.0, bytes_=1.0)
+    with pytest.raises(ValueError, match="described by batch, kv_len"):
+        h800.estimate("mla_decode", key=DECODE_KEY, point={"batch": 1}, flops=1.0, bytes_=1.0)
+    roofline_only = CalibratedCost(load_profile("h200-roofline"), load_gpu("h200"))
+    with pytest.raises(ValueError, match="described by tokens, width"):
+        roofline_only.estimate("elementwise", key={}, point={}, flops=0.0, bytes_=1.0)
+    with pytest.raises(ValueError, match="link_seconds"):
+        h800.estimate("ep_dispatch", key={}, point={}, flops=0.0, bytes_=1.0)
+
+
+def _synthetic() -> Profile:
+    """A gemm table over m with efficiency 0.2 at m = 16 and 0.8 at m = 256."""
+    roof = load_profile("h800-roofline").roofline
+    points = []
+    for m, eff in {16.0: 0.2, 256.0: 0.8}.items():
+        flops = 2 * m * 1024 * 1024
+        nbytes = 2.0 * (m * 1024 + 1024 * 1024) + 2 * m * 1024
+        t = max(flops / H800.peak_flops_per_s("bf16"), nbytes / H800.hbm_bytes_per_s) / eff
+        points.append(OpPoint(at={"m": m}, latency_us_p50=t * 1e6, flops=flops, hbm_bytes=nbytes))
+    table = OpTable(
+        op="gemm",
+        key={"k": 1024, "n": 1024},
+        axes={"m": [16.0, 256.0]},
+        points=points,
+        dtype="bf16",
+        impl="t",
+        source="synthetic",
+    )
+    return Profile(
+        schema_version=1,
+        name="s",
+        kind="measured",
+        device=DeviceInfo(name="t"),
+        tables=[table],
+        roofline=roof,
+    )
+
+
+def test_efficiency_is_linear_in_log_axis() -> None:
+    cost = CalibratedCost(_synthetic(), H800)
+    m = 64.0  # halfway between 16 and 256 in log space
+    flops, nbytes = op_work("gemm", {"m": m, "k": 1024, "n": 1024})
+    est = cost.estimate(
+        "gemm", key={"k": 1024, "n": 1024}, point={"m": m}, flops=flops, bytes_=nbytes
+    )
+    t_rl = max(flops / H800.peak_flops_per_s("bf16"), nbytes / H800.hbm_bytes_per_s)
+    assert t_rl / est.seconds == pytest.approx(0.5)
+    assert math.isclose(math.log(64 / 16), math.log(256 / 64))
+
+
+def test_a_profile_from_another_gpu_transfers_efficiency() -> None:
+    h200 = load_gpu("h200")
+    moved = CalibratedCost(load_profile("h800-published"), h200, profile_gpu=H800)
+    home = CalibratedCost(load_profile("h800-published"), H800)
+    est, ref = decode_us(moved, 64, 4096), decode_us(home, 64, 4096)
+    assert est.extrapolated and "efficiency from h800" in est.detail
+    flops, nbytes = op_work(
+        "mla_decode",
+        {**DECODE_KEY, "batch": 64, "kv_len": 4096},
+        mla_spec=home.profile.model_shape.mla_spec(),
+    )  # type: ignore[union-attr]
+    roofline = [
+        max(flops / g.peak_flops_per_s("bf16"), nbytes / g.hbm_bytes_per_s) for g in (H800, h200)
+    ]
+    assert est.seconds / ref.seconds == pytest.approx(roofline[1] / roofline[0], rel=1e-9)
+    assert est.seconds < ref.seconds

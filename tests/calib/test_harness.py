@@ -1,0 +1,149 @@
+"""The calibration harness on CPU: quick run, profile written, simulator reads it as measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels_calib import cli, crossover, mla_decode
+from kernels_calib.context import Ctx
+from kernels_calib.plan import make_plan
+from kernels_calib.runner import calibrate, detect_gpu
+from kernels_calib.timing import TimingConfig, rotation_sets, time_kernel
+from sim.catalog import load_gpu, load_model
+from sim.catalog.profiles import load_profile
+from sim.cost.calibrated import CalibratedCost, check_model
+from sim.cost.op_work import op_work
+from sim.specs.profile import COMM_OPS, Profile
+
+
+@pytest.fixture(scope="module")
+def quick_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("calib") / "cpu-quick.json"
+    assert cli.main(["--device", "cpu", "--quick", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def test_quick_cpu_calibration_writes_a_measured_profile(quick_profile: Path) -> None:
+    profile = load_profile(str(quick_profile))
+    assert profile.kind == "measured" and profile.name == "cpu-quick"
+    ops = {t.op for t in profile.tables}
+    assert {
+        "mla_decode",
+        "mla_prefill",
+        "mla_prefill_chunked",
+        "mla_extend_absorb",
+        "mla_extend_expand",
+        "gemm",
+        "bmm",
+        "moe_up",
+        "moe_down",
+        "dsa_indexer_decode",
+        "dsa_attn_decode",
+        "dsa_indexer_prefill",
+        "dsa_attn_prefill",
+    } <= ops
+    assert not ops & COMM_OPS
+    assert any("collectives need at least 2" in n for n in profile.notes)
+    assert all("ok" in n for n in profile.notes if "relative error" in n)
+    assert len(profile.crossover) == 1 and profile.crossover[0].prefix_len_tokens == 512
+    for table in profile.tables:
+        assert table.source.startswith("measured by kernels_calib on cpu")
+        for p in table.points:
+            assert p.latency_us_p10 is not None and p.latency_us_p90 is not None
+            assert p.latency_us_p10 <= p.latency_us_p50 <= p.latency_us_p90
+    check_model(profile, load_model("deepseek-v3"))
+
+
+def test_simulator_reads_the_quick_profile_as_measured(quick_profile: Path) -> None:
+    profile = load_profile(str(quick_profile))
+    cost = CalibratedCost(profile, load_gpu("h200"))
+    mla = profile.model_shape.mla_spec()  # type: ignore[union-attr]
+    table = next(t for t in profile.tables if t.op == "mla_decode")
+    p = table.points[-1]
+    flops, nbytes = op_work("mla_decode", {**table.key, **p.at}, mla_spec=mla)
+    est = cost.estimate("mla_decode", key=table.key, point=p.at, flops=flops, bytes_=nbytes)
+    assert est.source == "measured" and not est.extrapolated
+    assert est.seconds * 1e6 == pytest.approx(p.latency_us_p50, rel=1e-9)
+    far = {**p.at, "kv_len": p.at["kv_len"] * 8}
+    flops, nbytes = op_work("mla_decode", {**table.key, **far}, mla_spec=mla)
+    est = cost.estimate("mla_decode", key=table.key, point=far, flops=flops, bytes_=nbytes)
+    assert est.source == "measured" and est.extrapolated
+
+
+def test_report_shows_the_seed_claims(
+    quick_profile: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["report", str(quick_profile)]) == 0
+    assert cli.main(["report", "h800-published"]) == 0
+    out = capsys.readouterr().out
+    assert "~171" in out and "~3.4x" in out and "241.8 FLOP/B" in out and "ridge 295" in out
+
+
+def test_a_kernel_failing_its_check_is_reported_and_not_timed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    good = mla_decode._torch_bf16()
+    broken = mla_decode.DecodeKernel(
+        impl="broken", prepare=good.prepare, run=lambda s: good.run(s) * float("nan")
+    )
+    monkeypatch.setattr(mla_decode, "candidates", lambda ctx, kv_dtype: [broken])
+    profile: Profile = calibrate(device="cpu", quick=True, ops=["mla_decode"], show_progress=False)
+    assert not profile.tables
+    assert any("mla_decode broken bf16: output holds NaN" in n for n in profile.notes)
+    assert any("no kernel passed the check; not timed" in n for n in profile.notes)
+
+
+def test_crossover_interpolates_in_log_new_tokens() -> None:
+    point = crossover.crossing(4096, [64, 256], [10.0, 40.0], [20.0, 20.0])
+    # log ratio goes from log(0.5) to log(2): zero halfway in log space, at 128 new tokens
+    assert point.status == "crossed" and point.crossover_new_tokens == pytest.approx(128.0)
+    assert crossover.crossing(1, [8, 16], [1.0, 1.0], [2.0, 2.0]).status == "absorb_faster"
+    assert crossover.crossing(1, [8, 16], [3.0, 3.0], [2.0, 2.0]).status == "expand_faster"
+
+
+def test_timing_reports_a_spread_and_rotates_only_on_cuda() -> None:
+    x = torch.randn(64, 64)
+    seen: list[int] = []
+    config = TimingConfig(warmup=1, runs=6, min_runs=6, budget_s=10.0)
+    t = time_kernel(lambda i: seen.append(i) or x @ x, sets=3, device="cpu", config=config)
+    assert t.runs == 6 and t.p10_us <= t.p50_us <= t.p90_us
+    assert set(seen) == {0, 1, 2}
+    assert rotation_sets(1 << 20, "cpu") == 1
+    assert rotation_sets(1 << 20, "cuda") == 8 and rotation_sets(1 << 30, "cuda") == 1
+
+
+def test_device_names_map_to_catalog_gpus() -> None:
+    assert detect_gpu("NVIDIA H200") == "h200"
+    assert detect_gpu("NVIDIA H20") == "h20"
+    assert detect_gpu("NVIDIA H100 80GB HBM3") == "h100"
+    assert detect_gpu("NVIDIA A100-SXM4-80GB") is None
+
+
+def test_unknown_family_is_refused() -> None:
+    with pytest.raises(ValueError, match="choose from mla_decode"):
+        calibrate(device="cpu", quick=True, ops=["attention"], show_progress=False)
+
+
+def test_a_point_that_raises_is_skipped_and_noted() -> None:
+    model = load_model("deepseek-v3")
+    ctx = Ctx(
+        plan=make_plan("cpu", True, model.num_heads),
+        model=model,
+        gen=torch.Generator().manual_seed(0),
+        device_name="cpu",
+    )
+    ctx.advance("gemm m=4")
+
+    def oom(i: int) -> None:
+        raise RuntimeError("out of memory")
+
+    assert ctx.time(oom) is None
+    assert ctx.notes == ["gemm m=4: raised 'out of memory'; point not timed"]
+    ok = ctx.time_call(torch.matmul, torch.ones(4, 4), torch.ones(4, 4))
+    ctx.add(
+        "gemm", {"k": 4, "n": 4}, ("m",), [((4.0,), ok), ((8.0,), None)], dtype="bf16", impl="t"
+    )
+    assert len(ctx.tables) == 1 and ctx.tables[0].axes == {"m": [4.0]}
