@@ -16,7 +16,7 @@ from sim.cost import mla
 from sim.cost.batch import OpTime
 from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED, SPARSE_ABSORB
 from sim.cost.memory import INDEXER_BYTES_PER_TOKEN_LAYER, WEIGHT_BYTES
-from sim.cost.pricing import Pricer, combine
+from sim.cost.pricing import ZERO, Pricer, combine
 from sim.specs.model import ModelSpec
 
 ACT = 2.0  # BF16 activations
@@ -49,6 +49,7 @@ class RankContext:
     kv_dtype: str
     kv_bytes_layer: float  # one token, one layer, one copy
     topk: int  # DSA top-k (0: dense)
+    chunk_tokens: int  # prefix chunk when the expand path runs chunked
 
     @property
     def compute_dtype(self) -> str:
@@ -58,16 +59,23 @@ class RankContext:
 def gemm(pr: Pricer, c: RankContext, m: float, k: int, n: int) -> OpTime:
     """One projection GEMM: m tokens x (k -> n) with the deployment's weight dtype."""
     if m <= 0:
-        return OpTime(seconds=0.0, source="roofline")
+        return ZERO
     wb = WEIGHT_BYTES[c.weight_dtype]
-    return pr.op(
-        "gemm",
-        {"k": k, "n": n, "dtype": c.compute_dtype},
-        {"m": m},
-        2.0 * m * k * n,
-        k * n * wb + m * (k + n) * ACT,
-        c.compute_dtype,
-    )
+    flops, bytes_ = 2.0 * m * k * n, k * n * wb + m * (k + n) * ACT
+    return pr.op("gemm", {"m": m, "k": k, "n": n}, flops, bytes_, c.compute_dtype)
+
+
+def absorb_bmm(pr: Pricer, c: RankContext, tokens: float) -> OpTime:
+    """W_UK folded into the queries and W_UV applied to the latent outputs (per-head BF16 bmm)."""
+    mm, h = c.model.mla_spec, c.heads
+    if tokens <= 0:
+        return ZERO
+    parts = []
+    for k, n in ((mm.qk_nope_head_dim, mm.kv_lora_rank), (mm.kv_lora_rank, mm.v_head_dim)):
+        flops = 2.0 * h * tokens * k * n
+        bytes_ = h * (k * n + tokens * (k + n)) * ACT
+        parts.append(pr.op("bmm", {"m": tokens, "k": k, "n": n, "batch": h}, flops, bytes_))
+    return combine(*parts)
 
 
 def mla_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
@@ -86,56 +94,85 @@ def mla_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
     ops: dict[str, OpTime] = {"attn_proj": combine(*proj)}
 
     absorbed = (s.path == ABSORB) | (s.path == SPARSE_ABSORB)
-    q_abs = float(s.q[absorbed].sum())
-    bmm_flops = q_abs * mla.projection_flops_per_token(mm, h)
-    bmm_bytes = h * mm.kv_lora_rank * (mm.qk_nope_head_dim + mm.v_head_dim) * ACT
-    ops["mla_bmm"] = pr.op(
-        "mla_bmm", {"heads": h}, {"m": max(q_abs, 1.0)}, bmm_flops, bmm_bytes if q_abs else 0.0
-    )
-
-    cores: list[OpTime] = []
-    for sparse in (False, True):
-        sel = absorbed & (s.path == (SPARSE_ABSORB if sparse else ABSORB))
-        if not sel.any():
-            continue
-        q, k, dec = s.q[sel], s.k[sel], s.is_decode[sel]
-        pairs = mla.sparse_pairs(q, k, c.topk) if sparse else mla.causal_pairs(q, k)
-        attended = np.minimum(k, c.topk) if sparse else k
-        flops = float(np.sum(pairs)) * mla.absorb_pair_flops(mm, h)
-        bytes_ = float(attended.sum()) * c.kv_bytes_layer
-        n = float(sel.sum())
-        s_q = int(q[dec].max()) if dec.any() else int(q.max())
-        op = ("dsa_attn_decode" if dec.all() else "dsa_attn_prefill") if sparse else "mla_decode"
-        cores.append(
-            pr.op(
-                op,
-                {"s_q": s_q, "kv_dtype": c.kv_dtype, "heads": h},
-                {"batch": n, "kv_len": float(attended.mean())},
-                flops,
-                bytes_,
-            )
-        )
-        if sparse:
-            ops["dsa_indexer"] = dsa_indexer(pr, c, q, k, dec)
+    dense_dec = (s.path == ABSORB) & s.is_decode
+    sparse = s.path == SPARSE_ABSORB
+    ops["mla_bmm"] = absorb_bmm(pr, c, float(s.q[dense_dec | sparse].sum()))
+    cores = []
+    if dense_dec.any():
+        cores.append(_absorbed_decode(pr, c, s.q[dense_dec], s.k[dense_dec]))
+    if sparse.any():
+        cores.append(_sparse(pr, c, s.q[sparse], s.k[sparse], s.is_decode[sparse]))
+        ops["dsa_indexer"] = dsa_indexer(pr, c, s.q[sparse], s.k[sparse], s.is_decode[sparse])
     ops["attn_decode"] = combine(*cores)
 
-    exp = (s.path == EXPAND) | (s.path == EXPAND_CHUNKED)
-    if exp.any():
-        q, k = s.q[exp], s.k[exp]
-        kv_b = gemm(
-            pr, c, float(k.sum()), mm.kv_lora_rank, h * (mm.qk_nope_head_dim + mm.v_head_dim)
-        )
+    prefill = []
+    ext_abs = absorbed & ~s.is_decode & ~sparse
+    if ext_abs.any():  # short extends after a short prefix (SGLang MLA for extend)
+        q, k = s.q[ext_abs], s.k[ext_abs]
+        attrs = {"new_tokens": float(q.mean()), "prefix_len": float((k - q).mean()), "heads": h}
+        flops = float(np.sum(mla.absorb_flops(mm, q, k, heads=h)))
+        bytes_ = float(k.sum()) * c.kv_bytes_layer + h * mm.kv_lora_rank * (qk + mm.v_head_dim)
+        prefill.append(pr.op("mla_extend_absorb", attrs, flops, bytes_))
+    for code, op in ((EXPAND, "mla_prefill"), (EXPAND_CHUNKED, "mla_prefill_chunked")):
+        sel = s.path == code
+        if not sel.any():
+            continue
+        q, k = s.q[sel], s.k[sel]
+        prefill.append(
+            gemm(pr, c, float(k.sum()), mm.kv_lora_rank, h * (mm.qk_nope_head_dim + mm.v_head_dim))
+        )  # kv_b up-projection
+        attrs = {"seq_len": float(q.mean()), "prefix_len": float((k - q).mean()), "heads": h}
+        if code == EXPAND_CHUNKED:
+            attrs["chunk_tokens"] = c.chunk_tokens
         flops = float(np.sum(mla.causal_pairs(q, k))) * mla.expand_pair_flops(mm, h)
-        bytes_ = float(k.sum()) * h * (qk + mm.v_head_dim) * ACT
-        core = pr.op(
-            "mla_prefill",
-            {"heads": h},
-            {"seq_len": float(q.sum()), "prefix_len": float((k - q).mean()) + 1.0},
-            flops,
-            bytes_,
-        )
-        ops["attn_prefill"] = combine(kv_b, core)
+        bytes_ = ACT * h * float(np.sum((q + k) * qk + (k + q) * mm.v_head_dim))
+        prefill.append(pr.op(op, attrs, flops, bytes_))
+    if prefill:
+        ops["attn_prefill"] = combine(*prefill)
     return ops
+
+
+def _absorbed_decode(
+    pr: Pricer, c: RankContext, q: NDArray[np.float64], k: NDArray[np.float64]
+) -> OpTime:
+    mm, h = c.model.mla_spec, c.heads
+    attrs = {
+        "batch": float(len(q)),
+        "kv_len": float(k.mean()),
+        "s_q": int(q.max()),
+        "kv_dtype": c.kv_dtype,
+        "heads": h,
+    }
+    flops = float(np.sum(mla.causal_pairs(q, k))) * mla.absorb_pair_flops(mm, h)
+    qo = ACT * h * (2 * mm.kv_lora_rank + mm.qk_rope_head_dim)
+    return pr.op("mla_decode", attrs, flops, float(k.sum()) * c.kv_bytes_layer + q.sum() * qo)
+
+
+def _sparse(
+    pr: Pricer,
+    c: RankContext,
+    q: NDArray[np.float64],
+    k: NDArray[np.float64],
+    dec: NDArray[np.bool_],
+) -> OpTime:
+    """Absorbed attention over the indexer's top-k (the kernel visits all top-k slots)."""
+    mm, h = c.model.mla_spec, c.heads
+    slots = float(q.sum()) * c.topk
+    flops = slots * mla.absorb_pair_flops(mm, h)
+    qo = ACT * h * (2 * mm.kv_lora_rank + mm.qk_rope_head_dim)
+    bytes_ = slots * c.kv_bytes_layer + float(q.sum()) * qo
+    if dec.all():
+        attrs: dict[str, object] = {
+            "batch": float(len(q)),
+            "kv_len": float(k.mean()),
+            "s_q": int(q.max()),
+            "kv_dtype": c.kv_dtype,
+            "topk": c.topk,
+            "heads": h,
+        }
+        return pr.op("dsa_attn_decode", attrs, flops, bytes_)
+    attrs = {"s_q": float(q.sum()), "s_kv": float(k.mean()), "topk": c.topk, "heads": h}
+    return pr.op("dsa_attn_prefill", attrs, flops, bytes_)
 
 
 def dsa_indexer(
@@ -148,20 +185,24 @@ def dsa_indexer(
     """Indexer scoring of every cached token (FP8) plus its small projections."""
     x = c.model.dsa
     assert x is not None
-    pair_flops = 2.0 * x.index_n_heads * x.index_head_dim
-    flops = float(np.sum(q * k)) * pair_flops
-    bytes_ = float(k.sum()) * INDEXER_BYTES_PER_TOKEN_LAYER
-    op = "dsa_indexer_decode" if dec.all() else "dsa_indexer_prefill"
-    point = (
-        {"batch": float(len(q)), "s_kv": float(k.mean())}
-        if dec.all()
-        else {"s_q": float(q.sum()), "s_kv": float(k.mean())}
-    )
-    score = pr.op(op, {"next_n": int(q.max())}, point, flops, bytes_, "fp8")
-    mm = c.model.mla_spec
-    t = float(q.sum())
+    width = x.index_n_heads * x.index_head_dim
+    flops = 2.0 * float(np.sum(q * k)) * width
+    bytes_ = float(k.sum()) * INDEXER_BYTES_PER_TOKEN_LAYER + float(q.sum()) * width
+    dims = {"index_heads": x.index_n_heads, "index_dim": x.index_head_dim}
+    if dec.all():
+        attrs: dict[str, object] = {
+            "batch": float(len(q)),
+            "s_kv": float(k.mean()),
+            "next_n": int(q.max()),
+            **dims,
+        }
+        score = pr.op("dsa_indexer_decode", attrs, flops, bytes_, "fp8")
+    else:
+        attrs = {"s_q": float(q.sum()), "s_kv": float(k.mean()), **dims}
+        score = pr.op("dsa_indexer_prefill", attrs, flops, bytes_, "fp8")
+    mm, t = c.model.mla_spec, float(q.sum())
     proj = combine(
-        gemm(pr, c, t, mm.q_lora_rank or c.model.hidden_size, x.index_n_heads * x.index_head_dim),
+        gemm(pr, c, t, mm.q_lora_rank or c.model.hidden_size, width),
         gemm(pr, c, t, c.model.hidden_size, x.index_head_dim + x.index_n_heads),
     )
     return combine(score, proj)
@@ -180,8 +221,7 @@ def gqa_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
             pairs = float(np.sum(mla.causal_pairs(s.q[sel], s.k[sel])))
             ops[name] = pr.op(
                 f"gqa_{name.removeprefix('attn_')}",
-                {"heads": h},
-                {"batch": float(sel.sum()), "kv_len": float(s.k[sel].mean())},
+                {"heads": h, "batch": float(sel.sum()), "kv_len": float(s.k[sel].mean())},
                 pairs * 4.0 * h * g.head_dim,
                 float(s.k[sel].sum()) * kv_b,
             )
@@ -198,8 +238,7 @@ def linear_attention_layer(pr: Pricer, c: RankContext, s: RankSegments) -> OpTim
     state = h * la.head_dim * la.head_dim * la.state_bytes_per_elem
     core = pr.op(
         "kda",
-        {"heads": h},
-        {"batch": float(len(s.q)), "tokens": max(t, 1.0)},
+        {"heads": h, "batch": float(len(s.q)), "tokens": max(t, 1.0)},
         t * 4.0 * h * la.head_dim * la.head_dim,
         2.0 * state * len(s.q),
     )
@@ -217,6 +256,6 @@ def ffn_rank_ops(pr: Pricer, c: RankContext, tokens: float) -> dict[str, OpTime]
             gemm(pr, c, tokens, d, 2 * shared_i), gemm(pr, c, tokens, shared_i, d)
         )
         if shared_i
-        else OpTime(seconds=0.0, source="roofline"),
+        else ZERO,
         "dense_mlp": combine(gemm(pr, c, tokens, d, 2 * dense_i), gemm(pr, c, tokens, dense_i, d)),
     }

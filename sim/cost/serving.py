@@ -14,6 +14,7 @@ import numpy as np
 
 from sim.cost import comm, mla
 from sim.cost.batch import BatchShape, OpTime, StepCost
+from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.dispatch import Segments, choose_paths
 from sim.cost.experts import busiest_gpu_tokens
 from sim.cost.layer_ops import (
@@ -37,6 +38,7 @@ from sim.cost.roofline import OpEstimator, RooflineCost
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
+from sim.specs.profile import Profile
 
 ZERO = OpTime(seconds=0.0, source="roofline")
 
@@ -49,17 +51,36 @@ class ServingCostModel:
         model: ModelSpec,
         gpu: GpuSpec,
         deployment: Deployment,
-        profile: object | None = None,
+        profile: Profile | None = None,
         estimator: OpEstimator | None = None,
+        profile_gpu: GpuSpec | None = None,
     ) -> None:
+        """`profile_gpu`: the GPU the profile was measured on, when it is not `gpu` (its
+        efficiencies then scale `gpu`'s roofline and every table estimate is marked
+        extrapolated)."""
         d = deployment
         self.model, self.gpu, self.deployment = model, gpu, d
         self.memory = plan_memory(model, gpu, d)
         self.sparse = dsa_active(model, d)
-        if estimator is None:
-            estimator = _default_estimator(model, gpu, profile)
-        self.profile_name = str(getattr(profile, "name", f"{gpu.name}-roofline (built-in)"))
-        self.pricer = Pricer(gpu, estimator)
+        fallback = RooflineCost(gpu)
+        if estimator is None and profile is not None:
+            if model.attention == "mla":
+                check_model(profile, model)
+            estimator = CalibratedCost(profile, gpu, profile_gpu)
+            r = profile.roofline
+            fallback = RooflineCost(
+                gpu,
+                compute_efficiency=r.gemm_compute_efficiency.value,
+                memory_efficiency=r.memory_bandwidth_efficiency.value,
+                launch_overhead_s=r.launch_overhead_us.value * 1e-6,
+            )
+        self.profile_name = profile.name if profile else f"{gpu.name} datasheet roofline"
+        self.pricer = Pricer(
+            gpu,
+            estimator or fallback,
+            mla_spec=model.mla if model.attention == "mla" else None,
+            fallback=fallback,
+        )
         self.ctx = RankContext(
             model=model,
             heads=model.num_heads // d.attn_tp,
@@ -70,6 +91,7 @@ class ServingCostModel:
             kv_dtype=d.kv_dtype,
             kv_bytes_layer=kv_bytes_per_token_layer(model, d.kv_dtype),
             topk=model.dsa.index_topk if (self.sparse and model.dsa) else 0,
+            chunk_tokens=d.chunked_prefill_tokens,
         )
         # cheap per-rank proxy: seconds per token of token-level work, per attended pair
         self._proxy_token_s = self._token_seconds_estimate()
@@ -180,26 +202,24 @@ class ServingCostModel:
         local = math.ceil((moe.n_routed_experts + d.eplb_redundant_experts) / d.ep)
         inter = moe.moe_intermediate_size // d.moe_tp
         h, wb, cdt = m.hidden_size, WEIGHT_BYTES[d.weight_dtype], self.ctx.compute_dtype
-        key = {
+        attrs = {
+            "tokens_per_expert": max(busiest / local, 1e-3),
             "num_local_experts": local,
             "hidden": h,
             "intermediate": inter,
             "layout": "masked" if decode_only else "contiguous",
         }
-        point = {"tokens_per_expert": max(busiest / local, 1e-3)}
         touched = min(local, busiest)  # experts that receive no token are not read
         up = self.pricer.op(
             "moe_up",
-            key,
-            point,
+            attrs,
             2.0 * busiest * h * 2 * inter,
             touched * h * 2 * inter * wb + busiest * (h + 2 * inter) * 2,
             cdt,
         )
         down = self.pricer.op(
             "moe_down",
-            key,
-            point,
+            attrs,
             2.0 * busiest * inter * h,
             touched * inter * h * wb + busiest * (inter + h) * 2,
             cdt,
@@ -223,37 +243,42 @@ class ServingCostModel:
     def _comm_ops(self, rank_tokens: float, decode_only: bool) -> dict[str, OpTime]:
         m, d, g, pr = self.model, self.deployment, self.gpu, self.pricer
         h, layers = m.hidden_size, m.num_layers
-        nvlink = g.nvlink_gb_s * 1e9
         ops: dict[str, OpTime] = {}
-        ar = comm.allreduce_bytes(rank_tokens, h, d.attn_tp)
-        after_ffn = ar if 1 < d.moe_tp <= d.attn_tp else 0.0
-        ops["tp_allreduce"] = scale(
-            pr.link("all_reduce", {"gpus": d.attn_tp}, {"bytes": ar + 1}, ar + after_ffn, nvlink),
-            layers,
-        )
+        if d.attn_tp > 1:  # after attention, and after the FFN when experts split the same way
+            tensor = rank_tokens * h * comm.BF16
+            per_layer = comm.allreduce_bytes(rank_tokens, h, d.attn_tp)
+            per_layer *= 2 if 1 < d.moe_tp <= d.attn_tp else 1
+            attrs = {"bytes": tensor, "gpus": d.attn_tp, "link": "nvlink"}
+            link = comm.group_link(g, d.attn_tp, d.gpus_per_node)
+            ops["tp_allreduce"] = scale(
+                pr.link("all_reduce", attrs, per_layer, link.bytes_per_s), layers
+            )
         if d.moe_tp > d.attn_tp:  # DP attention feeding TP experts: gather, then scatter back
             group = d.moe_tp // d.attn_tp
-            gb = comm.allgather_bytes(rank_tokens, h, group)
+            gathered = comm.allgather_bytes(rank_tokens, h, group)
             link = comm.group_link(g, d.moe_tp, d.gpus_per_node)
+            attrs = {"bytes": rank_tokens * h * comm.BF16 * group, "gpus": group, "link": link.name}
             ops["dp_gather"] = scale(
-                pr.link("all_gather", {"gpus": group}, {"bytes": gb + 1}, 2 * gb, link.bytes_per_s),
-                m.moe_layers,
+                pr.link("all_gather", attrs, 2 * gathered, link.bytes_per_s), m.moe_layers
             )
         if d.ep > 1:
             per_gpu = rank_tokens / d.attn_tp
             link = comm.ep_link(g, d)
-            mode = "low_latency" if decode_only else "normal"
-            key = {"ep": d.ep, "mode": mode}
             k_top = m.moe.experts_per_token
+            attrs = {
+                "tokens_per_rank": max(per_gpu, 1.0),
+                "ep": d.ep,
+                "mode": "low_latency" if decode_only else "normal",
+                "link": link.name,
+                "hidden": h,
+                "topk": k_top,
+            }
             for op, fn in (
                 ("ep_dispatch", comm.dispatch_bytes),
                 ("ep_combine", comm.combine_bytes),
             ):
                 b = fn(per_gpu, h, k_top, d.ep)
-                ops[op] = scale(
-                    pr.link(op, key, {"tokens": max(per_gpu, 1.0)}, b, link.bytes_per_s),
-                    m.moe_layers,
-                )
+                ops[op] = scale(pr.link(op, attrs, b, link.bytes_per_s), m.moe_layers)
         return ops
 
     def _overlap_saving(
@@ -305,21 +330,6 @@ class ServingCostModel:
             pairs * pair / g.peak_flops_per_s("bf16"), reads * c.kv_bytes_layer / g.hbm_bytes_per_s
         )
         return attn + tokens_r * self._proxy_token_s
-
-
-def _default_estimator(model: ModelSpec, gpu: GpuSpec, profile: object | None) -> OpEstimator:
-    """The profile's calibrated lookup, or the plain roofline when no profile is given."""
-    if profile is None:
-        return RooflineCost(gpu)
-    from sim.cost.calibrated import CalibratedCost, check_model
-    from sim.specs.profile import Profile
-
-    if not isinstance(profile, Profile):
-        raise TypeError(
-            f"profile must be a sim.specs.profile.Profile, got {type(profile).__name__}"
-        )
-    check_model(profile, model)
-    return CalibratedCost(profile, gpu)
 
 
 def comm_time(ops: dict[str, OpTime]) -> float:
