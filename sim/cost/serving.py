@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from sim.cost import comm, mla
+from sim.cost import comm
 from sim.cost.batch import BatchShape, OpTime, StepCost
 from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.dispatch import Segments, choose_paths
@@ -93,8 +93,8 @@ class ServingCostModel:
             topk=model.dsa.index_topk if (self.sparse and model.dsa) else 0,
             chunk_tokens=d.chunked_prefill_tokens,
         )
-        # cheap per-rank proxy: seconds per token of token-level work, per attended pair
-        self._proxy_token_s = self._token_seconds_estimate()
+        self._decode_memo: dict[tuple[int, ...], tuple[float, dict[str, OpTime]]] = {}
+        self._unit_memo: dict[tuple[object, ...], dict[str, OpTime]] = {}
 
     # -- memory facts the engine and results need ---------------------------------------------
     @property
@@ -115,46 +115,89 @@ class ServingCostModel:
         ranks = batch.num_ranks
         if batch.size == 0:
             return StepCost(duration_s=0.0, rank_attention_s=np.zeros(ranks))
-        q = batch.new_tokens.astype(np.float64)
-        k = batch.kv_tokens.astype(np.float64)
-        paths = (
-            choose_paths(
-                self.deployment.mla_policy if self.model.attention == "mla" else "vllm",
-                self.model,
-                Segments(
-                    new_tokens=batch.new_tokens,
-                    kv_tokens=batch.kv_tokens,
-                    is_decode=batch.is_decode,
-                ),
-                sparse=self.sparse,
-                heads=self.ctx.heads,
-            )
-            if self.model.attention == "mla"
-            else np.zeros(batch.size, dtype=np.int8)
-        )
-        tokens_r = np.bincount(batch.rank, weights=q, minlength=ranks)
-        proxy = self._rank_proxy(batch, q, k, tokens_r)
-        best_ops: dict[str, OpTime] = {}
-        best_total, crit = -1.0, 0
-        for r in {int(np.argmax(proxy)), int(np.argmax(tokens_r))}:
-            sel = batch.rank == r
-            ops = self._rank_ops(
-                RankSegments(q=q[sel], k=k[sel], is_decode=batch.is_decode[sel], path=paths[sel])
-            )
-            total = sum(t.seconds for t in ops.values())
-            if total > best_total:
-                best_ops, best_total, crit = ops, total, r
-        rank_s = proxy * (best_total / proxy[crit]) if proxy[crit] > 0 else np.zeros(ranks)
+        rank, dec, new = batch.rank, batch.is_decode, batch.new_tokens
+        n_r = np.bincount(rank, minlength=ranks)
+        tokens_r: np.ndarray
+        if int(new.min()) == int(new.max()):  # uniform verify width: no weighted count needed
+            tokens_r = n_r * float(new[0])  # float array
+        else:
+            tokens_r = np.bincount(rank, weights=new.astype(np.float64), minlength=ranks)
+        rank_s = np.zeros(ranks)
+        rank_ops: dict[int, dict[str, OpTime]] = {}
+        mixed = np.zeros(ranks, dtype=bool)
+        if not dec.all():
+            mixed[rank[~dec]] = True
+            for r in np.flatnonzero(mixed):  # ranks running prefill chunks: priced exactly
+                rank_ops[int(r)] = self._rank_ops(self._segments(batch, rank == r))
+                rank_s[r] = _total(rank_ops[int(r)])
+        busy_decode = ~mixed & (n_r > 0)
+        if busy_decode.any():  # decode-only ranks: memoised by (batch, S, context sums)
+            self._price_decode_ranks(batch, busy_decode, n_r, rank_s, rank_ops)
+        crit = int(np.argmax(rank_s))
+        if crit not in rank_ops:  # ties: a decode rank priced alike
+            crit = max(rank_ops, key=lambda r: rank_s[r])
         unit_ops = self._unit_ops(batch, tokens_r, float(tokens_r[crit]))
-        ops = {**best_ops, **unit_ops}
+        ops = {**rank_ops[crit], **unit_ops}
         duration = sum(t.seconds for t in ops.values())
         saved = 0.0
         if self.deployment.two_batch_overlap and comm_time(unit_ops) > 0:
-            saved = self._overlap_saving(batch, tokens_r, crit, best_total, unit_ops)
+            saved = self._overlap_saving(batch, tokens_r, crit, float(rank_s[crit]), unit_ops)
             duration -= saved
         return StepCost(
             duration_s=duration, rank_attention_s=rank_s, ops=ops, overlap_saved_s=saved
         )
+
+    def _segments(self, batch: BatchShape, sel: np.ndarray) -> RankSegments:
+        """One rank's segments with the MLA path its own forward batch dispatches to."""
+        q, k, dec = batch.new_tokens[sel], batch.kv_tokens[sel], batch.is_decode[sel]
+        if self.model.attention == "mla":
+            seg = Segments(new_tokens=q, kv_tokens=k, is_decode=dec)
+            paths = choose_paths(
+                self.deployment.mla_policy,
+                self.model,
+                seg,
+                sparse=self.sparse,
+                heads=self.ctx.heads,
+            )
+        else:
+            paths = np.zeros(len(q), dtype=np.int8)
+        return RankSegments(
+            q=q.astype(np.float64), k=k.astype(np.float64), is_decode=dec, path=paths
+        )
+
+    def _price_decode_ranks(
+        self,
+        batch: BatchShape,
+        busy: np.ndarray,
+        n_r: np.ndarray,
+        rank_s: np.ndarray,
+        rank_ops: dict[int, dict[str, OpTime]],
+    ) -> None:
+        """Price decode-only ranks. Ranks with the same batch size, verify width and context sums
+        (to 2^(1/16)) share one pricing, memoised across steps."""
+        ranks, c, rank = batch.num_ranks, self.ctx, batch.rank
+        k = batch.kv_tokens.astype(np.float64)
+        s_q = int(batch.new_tokens[batch.is_decode].max())
+        sig = n_r.astype(np.int64) << 40
+        sig += (_buckets(np.bincount(rank, weights=k, minlength=ranks)) + 1024) << 20
+        if c.topk:
+            sig += _buckets(np.bincount(rank, weights=np.minimum(k, c.topk), minlength=ranks))
+        busy_ranks = np.flatnonzero(busy)
+        uniq, first, inverse = np.unique(sig[busy_ranks], return_index=True, return_inverse=True)
+        totals = np.empty(len(uniq))
+        for i, key in enumerate(uniq.tolist()):
+            hit = self._decode_memo.get((s_q, key))
+            if hit is None:
+                r = int(busy_ranks[first[i]])
+                ops = self._rank_ops(self._segments(batch, rank == r))
+                hit = (_total(ops), ops)
+                if len(self._decode_memo) > 100_000:
+                    self._decode_memo.clear()
+                self._decode_memo[(s_q, key)] = hit
+            totals[i] = hit[0]
+        rank_s[busy_ranks] = totals[inverse]
+        crit = int(np.argmax(totals))
+        rank_ops[int(busy_ranks[first[crit]])] = self._decode_memo[(s_q, int(uniq[crit]))][1]
 
     def _rank_ops(self, s: RankSegments) -> dict[str, OpTime]:
         """All of one rank's own work in a step (every layer), by op."""
@@ -229,13 +272,25 @@ class ServingCostModel:
     def _unit_ops(
         self, batch: BatchShape, tokens_r: np.ndarray, crit_tokens: float
     ) -> dict[str, OpTime]:
-        m, d = self.model, self.deployment
+        """Unit-wide ops (routed experts, communication), memoised per 2^(1/16) token bucket."""
         decode_only = bool(batch.is_decode.all())
-        n = float(tokens_r.sum())
+        n_dec = float(batch.is_decode.sum())
+        key = (decode_only, *_buckets(np.array([float(tokens_r.sum()), crit_tokens, n_dec])))
+        hit = self._unit_memo.get(key)
+        if hit is None:
+            hit = self._unit_ops_uncached(float(tokens_r.sum()), crit_tokens, decode_only, n_dec)
+            if len(self._unit_memo) > 100_000:
+                self._unit_memo.clear()
+            self._unit_memo[key] = hit
+        return hit
+
+    def _unit_ops_uncached(
+        self, n: float, crit_tokens: float, decode_only: bool, n_dec: float
+    ) -> dict[str, OpTime]:
+        m, d = self.model, self.deployment
         ops = {"moe_routed": scale(self._routed_moe(n, decode_only), m.moe_layers)}
         drafts = d.mtp_draft_tokens
-        if drafts and batch.is_decode.any():
-            n_dec = float(batch.is_decode.sum())
+        if drafts and n_dec > 0:
             ops["mtp_draft"] = scale(self._routed_moe(n_dec, True), drafts)
         ops.update(self._comm_ops(crit_tokens, decode_only))
         return ops
@@ -294,42 +349,27 @@ class ServingCostModel:
         decode_only = bool(batch.is_decode.all())
         ep_comm = comm_time(unit_ops)
         compute = rank_total + unit_ops["moe_routed"].seconds
-        half_moe = self._routed_moe(float(tokens_r.sum()) / 2, decode_only).seconds * m.moe_layers
-        half_comm = comm_time(self._comm_ops(float(tokens_r[crit]) / 2, decode_only))
+        half = np.array([float(tokens_r.sum()) / 2, float(tokens_r[crit]) / 2])
+        key = ("half", decode_only, *_buckets(half))
+        hit = self._unit_memo.get(key)
+        if hit is None:
+            hit = {"moe_routed": self._routed_moe(float(half[0]), decode_only)}
+            hit.update(self._comm_ops(float(half[1]), decode_only))
+            self._unit_memo[key] = hit
+        half_moe = hit["moe_routed"].seconds * m.moe_layers
+        half_comm = comm_time(hit)
         overlapped = 2.0 * max(rank_total / 2 + half_moe, half_comm)
         return compute + ep_comm - overlapped
 
-    # -- cheap per-rank proxy (vectorised over all ranks) ------------------------------------
-    def _token_seconds_estimate(self) -> float:
-        c = self.ctx
-        probe = RankSegments(
-            q=np.array([256.0]),
-            k=np.array([256.0]),
-            is_decode=np.array([True]),
-            path=np.zeros(1, dtype=np.int8),
-        )
-        ops = ffn_rank_ops(self.pricer, c, 256.0)
-        return sum(t.seconds for t in ops.values()) / 256.0 + (
-            self._rank_ops(probe)["attn_proj"].seconds / 256.0
-        )
 
-    def _rank_proxy(
-        self, batch: BatchShape, q: np.ndarray, k: np.ndarray, tokens_r: np.ndarray
-    ) -> np.ndarray:
-        """Roofline-shaped time per rank: token work plus attention pairs and cache reads."""
-        g, c = self.gpu, self.ctx
-        if self.model.attention == "mla":
-            pair = mla.absorb_pair_flops(self.model.mla_spec, c.heads)
-        else:
-            pair = 4.0 * c.heads * self.model.gqa_spec.head_dim
-        attended = np.minimum(k, c.topk) if c.topk else k
-        pairs = np.bincount(batch.rank, weights=q * attended, minlength=batch.num_ranks)
-        reads = np.bincount(batch.rank, weights=attended, minlength=batch.num_ranks)
-        layers = self.model.attention_layers
-        attn = layers * np.maximum(
-            pairs * pair / g.peak_flops_per_s("bf16"), reads * c.kv_bytes_layer / g.hbm_bytes_per_s
-        )
-        return attn + tokens_r * self._proxy_token_s
+def _buckets(x: np.ndarray) -> np.ndarray:
+    """Integer 2^(1/16) buckets of positive sums (0 stays its own bucket)."""
+    out: np.ndarray = np.where(x > 0, np.round(np.log2(np.maximum(x, 1e-9)) * 16), -1)
+    return out.astype(np.int64)
+
+
+def _total(ops: dict[str, OpTime]) -> float:
+    return sum(t.seconds for t in ops.values())
 
 
 def comm_time(ops: dict[str, OpTime]) -> float:

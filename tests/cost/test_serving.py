@@ -1,0 +1,113 @@
+"""Step cost of a lock-step unit: physics the simulator relies on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.catalog import load_gpu, load_model
+from sim.catalog.profiles import load_profile
+from sim.cost.batch import BatchShape
+from sim.cost.serving import ServingCostModel
+from sim.specs import Deployment
+
+V3, V32 = load_model("deepseek-v3"), load_model("deepseek-v3.2")
+H800, H200 = load_gpu("h800"), load_gpu("h200")
+H800_PUB = load_profile("h800-published")
+
+
+def decode_batch(ranks: int, per_rank: int, kv: int | list[int], s_q: int = 1) -> BatchShape:
+    n = ranks * per_rank
+    kv_arr = np.full(n, kv) if isinstance(kv, int) else np.repeat(np.array(kv), per_rank)
+    return BatchShape(
+        num_ranks=ranks,
+        rank=np.repeat(np.arange(ranks), per_rank),
+        new_tokens=np.full(n, s_q),
+        kv_tokens=kv_arr,
+        is_decode=np.ones(n, dtype=bool),
+    )
+
+
+def dp(nodes: int = 2, **kw: object) -> Deployment:
+    return Deployment(name="dp", nodes=nodes, attn_tp=1, **kw)  # type: ignore[arg-type]
+
+
+def test_flashmla_published_point_reproduced_in_a_step() -> None:
+    cm = ServingCostModel(V3, H800, dp(), H800_PUB)
+    step = cm.step_cost(decode_batch(16, 64, 4096))
+    core = step.ops["attn_decode"]
+    assert core.source == "published" and not core.extrapolated
+    # InferSim's FlashMLA CSV: batch 64, kv 4096 -> 155.153 us per layer, 61 MLA layers
+    assert core.seconds == pytest.approx(61 * 155.153e-6, rel=1e-6)
+
+
+def test_ops_carry_sources() -> None:
+    step = ServingCostModel(V3, H800, dp(), H800_PUB).step_cost(decode_batch(16, 64, 2048))
+    sources = {t.source for t in step.ops.values() if t.seconds > 0}
+    assert "published" in sources and sources <= {"published", "roofline", "measured"}
+    rl = ServingCostModel(V3, H800, dp()).step_cost(decode_batch(16, 64, 2048))
+    assert {t.source for t in rl.ops.values()} == {"roofline"}
+
+
+def test_one_long_context_slows_the_whole_lock_step_group() -> None:
+    cm = ServingCostModel(V3, H800, dp(), H800_PUB)
+    even = cm.step_cost(decode_batch(16, 32, 2000))
+    skewed = cm.step_cost(decode_batch(16, 32, [2000] * 15 + [30000]))
+    assert skewed.duration_s > 1.3 * even.duration_s
+    assert skewed.rank_imbalance > 2.0 and even.rank_imbalance == pytest.approx(1.0)
+    assert int(np.argmax(skewed.rank_attention_s)) == 15
+
+
+def test_dp_attention_amortises_expert_weights_tp_does_not() -> None:
+    tp = ServingCostModel(V3, H200, Deployment(name="tp8", attn_tp=8, moe_tp=8))
+    dpa = ServingCostModel(V3, H200, Deployment(name="dp8", attn_tp=1, moe_ep=8))
+    # same 64 requests per GPU: TP8 is one rank of 64, DP8 eight ranks of 64
+    t_tp = tp.step_cost(decode_batch(1, 64, 4000)).duration_s
+    t_dp = dpa.step_cost(decode_batch(8, 64, 4000)).duration_s
+    tokens_per_s_per_gpu_tp, tokens_per_s_per_gpu_dp = 64 / t_tp / 8, 512 / t_dp / 8
+    assert tokens_per_s_per_gpu_dp > 3 * tokens_per_s_per_gpu_tp
+
+
+def test_mtp_verify_costs_less_than_s_times_but_more_than_one() -> None:
+    cm = ServingCostModel(V3, H800, dp(mtp_draft_tokens=1, mtp_acceptance=(0.8,)), H800_PUB)
+    one = cm.step_cost(decode_batch(16, 64, 4096, s_q=1)).ops["attn_decode"].seconds
+    two = cm.step_cost(decode_batch(16, 64, 4096, s_q=2)).ops["attn_decode"].seconds
+    assert 1.2 * one < two < 2.0 * one  # MLA decode sits near the ridge: verify is not free
+
+
+def test_two_batch_overlap_hides_comm_at_large_batch_only() -> None:
+    off = ServingCostModel(V3, H800, dp(nodes=4))
+    on = ServingCostModel(V3, H800, dp(nodes=4, two_batch_overlap=True))
+    big, small = decode_batch(32, 256, 2000), decode_batch(32, 4, 2000)
+    assert on.step_cost(big).duration_s < off.step_cost(big).duration_s
+    assert on.step_cost(big).overlap_saved_s > 0
+    assert on.step_cost(small).duration_s > 0.9 * off.step_cost(small).duration_s
+
+
+def test_eplb_lowers_the_busiest_expert_gpu() -> None:
+    skew = ServingCostModel(V3, H800, dp(nodes=4, expert_zipf_s=0.8))
+    eplb = ServingCostModel(V3, H800, dp(nodes=4, expert_zipf_s=0.8, eplb_redundant_experts=32))
+    batch = decode_batch(32, 1024, 2000)  # compute-bound experts: load, not weights, sets time
+    assert (
+        eplb.step_cost(batch).ops["moe_routed"].seconds
+        < 0.7 * skew.step_cost(batch).ops["moe_routed"].seconds
+    )
+
+
+def test_dsa_attention_flat_past_topk_indexer_grows() -> None:
+    cm = ServingCostModel(V32, H200, Deployment(name="d", attn_tp=1, moe_ep=8))
+    steps = {L: cm.step_cost(decode_batch(8, 16, L)) for L in (8192, 32768, 131072)}
+    attn = [steps[L].ops["attn_decode"].seconds for L in (8192, 32768, 131072)]
+    idx = [steps[L].ops["dsa_indexer"].seconds for L in (8192, 32768, 131072)]
+    assert attn[2] == pytest.approx(attn[0], rel=0.05)
+    assert idx[0] < idx[1] < idx[2]
+    assert idx[2] > 2 * idx[1]  # indexer scoring grows with L: long-context decode is not flat
+    assert idx[2] / sum(s.duration_s for s in [steps[131072]]) > idx[0] / steps[8192].duration_s
+
+
+def test_wrong_model_shape_profile_is_refused() -> None:
+    # the published profile relabelled as if measured for a 256-wide latent
+    shape = H800_PUB.model_shape.model_copy(update={"kv_lora_rank": 256})
+    other = H800_PUB.model_copy(update={"model_shape": shape})
+    with pytest.raises(ValueError, match="kv_lora_rank"):
+        ServingCostModel(V3, H800, dp(), other)
