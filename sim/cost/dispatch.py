@@ -82,10 +82,10 @@ def choose_paths(
 
 @register("sglang")
 def _sglang(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[np.int8]:
-    out = np.full(seg.new_tokens.shape, ABSORB, dtype=np.int8)
+    out = np.full(seg.new_tokens.shape, SPARSE_ABSORB if sparse else ABSORB, dtype=np.int8)
     ext = ~seg.is_decode
     if not ext.any():
-        return out  # decode, idle, spec verify/draft: MLA
+        return out  # decode, idle, spec verify/draft: MLA (sparse under DSA)
     if sparse:
         # dense MHA only while every sequence of the extend batch fits the top-k window
         use_mha = int(seg.kv_tokens[ext].max()) <= SGLANG_DSA_DENSE_KV_THRESHOLD

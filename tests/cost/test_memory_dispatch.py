@@ -96,6 +96,8 @@ def test_sglang_dsa_rules() -> None:
     assert list(p) == [EXPAND, SPARSE_ABSORB]  # short extend dense, decode sparse
     p = choose_paths("sglang", V32, seg([1000], [3000], [False]), sparse=True)
     assert list(p) == [SPARSE_ABSORB]
+    p = choose_paths("sglang", V32, seg([1, 2], [500, 90000], [True, True]), sparse=True)
+    assert list(p) == [SPARSE_ABSORB] * 2  # decode and verify always sparse
 
 
 def test_flops_optimal_follows_the_crossover() -> None:
