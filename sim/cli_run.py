@@ -1,0 +1,154 @@
+"""`mlasim run SCENARIO.yaml` and `mlasim schema`: simulate a study and show it side by side.
+
+`register(app)` adds both commands to the `mlasim` Typer app.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from sim.metrics.results import DeploymentResults, Results
+from sim.metrics.stats import Percentiles
+from sim.specs.deployment import Deployment, PdDeployment
+from sim.specs.scenario import Scenario
+
+
+def _f(x: float | None, digits: int = 3, scale: float = 1.0) -> str:
+    if x is None:
+        return "-"
+    v = x * scale
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+
+
+def _pct(p: Percentiles, scale: float = 1e3) -> str:
+    return " / ".join(_f(v, 3, scale) for v in (p.p50, p.p90, p.p99))
+
+
+def _layout(d: Deployment | PdDeployment) -> str:
+    def one(x: Deployment) -> str:
+        moe = f"EP{x.ep}" + (f" x TP{x.moe_tp}" if x.moe_tp > 1 else "")
+        rep = f" x{x.replicas}" if x.replicas > 1 else ""
+        return f"attn TP{x.attn_tp} x DP{x.attn_dp}, MoE {moe}{rep}"
+
+    if isinstance(d, PdDeployment):
+        return f"P: {one(d.prefill)} | D: {one(d.decode)}"
+    return one(d)
+
+
+ROWS: list[tuple[str, Any]] = [
+    ("GPUs (nodes)", lambda r: f"{r.gpus} ({r.nodes:g})"),
+    ("KV dup factor", lambda r: _f(r.kv_dup_factor)),
+    ("KV bytes / token / GPU", lambda r: _f(r.kv_bytes_per_token_per_gpu)),
+    ("KV capacity tokens / GPU", lambda r: _f(r.kv_capacity_tokens_per_gpu)),
+    ("KV capacity tokens / rank", lambda r: _f(r.kv_capacity_tokens_per_rank)),
+    ("KV capacity tokens, all ranks", lambda r: _f(r.kv_capacity_tokens_total)),
+    ("KV utilisation", lambda r: _f(r.kv_utilisation, 2)),
+    ("decode batch / rank", lambda r: _f(r.decode_batch_per_rank)),
+    ("step time ms", lambda r: _f(r.step_time_s, 3, 1e3)),
+    ("DP-rank imbalance", lambda r: _f(r.dp_imbalance)),
+    ("output tok/s / GPU", lambda r: _f(r.output_tok_s_per_gpu)),
+    ("input tok/s / GPU", lambda r: _f(r.input_tok_s_per_gpu)),
+    ("output tok/s (total)", lambda r: _f(r.output_tok_s)),
+    ("TTFT ms p50/p90/p99", lambda r: _pct(r.ttft_s)),
+    ("TPOT ms p50/p90/p99", lambda r: _pct(r.tpot_s)),
+    ("ITL ms p50/p90/p99", lambda r: _pct(r.itl_s)),
+    ("E2E s p50/p90/p99", lambda r: _pct(r.e2e_s, 1.0)),
+    ("goodput req/s", lambda r: _f(r.goodput_req_s)),
+    ("SLO met", lambda r: "yes" if r.slo_met else "no"),
+    ("requests arr/done/run/queue/rej", lambda r: "/".join(
+        str(getattr(r.requests, k)) for k in ("arrived", "completed", "running", "queued",
+                                              "rejected"))),
+    ("preemptions", lambda r: str(r.preemptions)),
+    ("MTP accept length", lambda r: _f(r.mtp_accept_len)),
+]  # fmt: skip
+
+
+def results_table(scenario: Scenario, results: Results) -> Table:
+    t = Table(title=f"{results.scenario}: {results.model} on {results.gpu}")
+    t.add_column("metric")
+    for d in results.deployments:
+        t.add_column(d.name, justify="right")
+    t.add_row("layout", *(_layout(scenario.deployment(d.name)) for d in results.deployments))
+    for label, fn in ROWS:
+        t.add_row(label, *(fn(d) for d in results.deployments))
+    return t
+
+
+def breakdown_table(results: Results) -> Table:
+    """Mean ms per step by op, with the source each time came from."""
+    t = Table(title="step time by op, ms per step (source)")
+    t.add_column("op")
+    for d in results.deployments:
+        t.add_column(d.name, justify="right")
+    ops: list[str] = []
+    for d in results.deployments:
+        ops += [o for o in d.step_breakdown_s if o not in ops]
+
+    def cell(d: DeploymentResults, op: str) -> str:
+        if op not in d.step_breakdown_s:
+            return "-"
+        return f"{d.step_breakdown_s[op] * 1e3:.3f} ({d.step_sources.get(op, '?')})"
+
+    for op in ops:
+        t.add_row(op, *(cell(d, op) for d in results.deployments))
+    return t
+
+
+def run(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write results JSON.")] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="Write results CSV.")] = None,
+    trace_out: Annotated[
+        Path | None, typer.Option("--trace", help="Write a Chrome/Perfetto trace of steps.")
+    ] = None,
+) -> None:
+    """Simulate every deployment of a scenario and print them side by side."""
+    console = Console()
+    from sim.io.results_io import write_csv, write_json
+    from sim.io.scenario_io import ScenarioError, load_scenario
+    from sim.run import simulate_scenario, summarize_scenario
+
+    try:
+        sc = load_scenario(scenario)
+    except ScenarioError as exc:
+        console.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+    try:
+        with Progress(console=console, transient=True) as bar:
+            tasks = {d.name: bar.add_task(d.name, total=1.0) for d in sc.deployments}
+            outputs = simulate_scenario(
+                sc, progress=lambda name, f: bar.update(tasks[name], completed=f)
+            )
+    except ValueError as exc:
+        console.print(f"[red]{scenario}: {exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+    results = summarize_scenario(sc, outputs)
+    console.print(results_table(sc, results))
+    console.print(breakdown_table(results))
+    for path, writer in ((json_out, write_json), (csv_out, write_csv)):
+        if path is not None:
+            writer(results, path)
+            console.print(f"wrote {path}")
+    if trace_out is not None:
+        from sim.io.trace import write_trace
+
+        write_trace(outputs, trace_out)
+        console.print(f"wrote {trace_out}")
+
+
+def schema() -> None:
+    """Print the JSON Schema of scenario files."""
+    typer.echo(json.dumps(Scenario.model_json_schema(), indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `run` and `schema` to the `mlasim` app."""
+    app.command(name="run")(run)
+    app.command(name="schema")(schema)

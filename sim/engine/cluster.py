@@ -1,0 +1,123 @@
+"""Build the pools and lock-step units of one deployment from its spec and cost models.
+
+- `Deployment` (role colocated): one pool; requests prefill then decode on the same rank.
+- `Deployment` with role 'prefill' alone: requests finish with their first token.
+- `Deployment` with role 'decode' alone: requests arrive with their prompt's KV in place.
+- `PdDeployment`: a prefill pool feeding a decode pool through `KvTransfer`.
+Each pool has `replicas` units of `attn_dp` attention ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from sim.cost.batch import ServingCost
+from sim.engine.arrivals import ClosedLoopFeed, ScheduledFeed, TransferFeed
+from sim.engine.pd import KvTransfer
+from sim.engine.pool import AfterPrefill, Pool
+from sim.engine.requests import RequestTable
+from sim.engine.router import ROUTERS
+from sim.engine.unit import Unit
+from sim.specs.deployment import Deployment, PdDeployment
+
+CostFactory = Callable[[Deployment], ServingCost]
+EntryFeed = ScheduledFeed | ClosedLoopFeed
+
+
+@dataclass
+class Cluster:
+    """Everything built for one deployment's run."""
+
+    pools: list[Pool]
+    units: list[Unit]
+    entry: Pool  # the pool new requests arrive at
+    exit: Pool  # the pool requests complete in
+    transfer: KvTransfer | None
+
+
+def entry_deployment(dep: Deployment | PdDeployment) -> Deployment:
+    """The layout whose ranks receive new requests (closed-loop per-rank counts use it)."""
+    return dep.prefill if isinstance(dep, PdDeployment) else dep
+
+
+def _check_router(dep: Deployment, where: str) -> None:
+    if dep.router not in ROUTERS:
+        raise ValueError(
+            f"{where}.router={dep.router!r} is unknown: known routers are "
+            f"{', '.join(sorted(ROUTERS))}"
+        )
+
+
+def _pool(
+    env: simpy.Environment,
+    name: str,
+    dep: Deployment,
+    cost: ServingCost,
+    table: RequestTable,
+    feed: EntryFeed | TransferFeed,
+    rng: np.random.Generator,
+    after: AfterPrefill,
+    first_token_in_decode: bool = False,
+) -> tuple[Pool, list[Unit]]:
+    pool = Pool(
+        name=name, deployment=dep, cost=cost, table=table, feed=feed, rng=rng,
+        after_prefill=after, first_token_in_decode=first_token_in_decode,
+    )  # fmt: skip
+    units = [Unit(env, pool, u, cost) for u in range(dep.replicas)]
+    pool.units = list(units)
+    return pool, units
+
+
+def build_cluster(
+    env: simpy.Environment,
+    dep: Deployment | PdDeployment,
+    cost_for: CostFactory,
+    table: RequestTable,
+    feed: EntryFeed,
+    rng: np.random.Generator,
+    *,
+    nic_gb_s: float,
+) -> Cluster:
+    """Pools and units for `dep`; the units' processes are started on `env`."""
+    if isinstance(dep, PdDeployment):
+        _check_router(dep.prefill, f"{dep.name}.prefill")
+        _check_router(dep.decode, f"{dep.name}.decode")
+        pre_cost, dec_cost = cost_for(dep.prefill), cost_for(dep.decode)
+        xfeed = TransferFeed()
+        pre, pre_units = _pool(env, "prefill", dep.prefill, pre_cost, table, feed, rng, "transfer")
+        dec, dec_units = _pool(env, "decode", dep.decode, dec_cost, table, xfeed, rng, "decode")
+        gb_s = dep.kv_transfer_gb_s or nic_gb_s
+        link = KvTransfer(
+            table, xfeed, kv_bytes_per_token=pre_cost.kv_bytes_per_token,
+            state_tokens=pre_cost.state_tokens_per_request, bandwidth_bytes_s=gb_s * 1e9,
+        )  # fmt: skip
+        pre.on_transfer = link.send
+        pre.also_fits = dec.fits
+        cluster = Cluster(
+            pools=[pre, dec], units=pre_units + dec_units, entry=pre, exit=dec, transfer=link
+        )
+    else:
+        _check_router(dep, dep.name)
+        after: AfterPrefill = "done" if dep.role == "prefill" else "decode"
+        pool, units = _pool(
+            env, dep.name, dep, cost_for(dep), table, feed, rng, after,
+            first_token_in_decode=dep.role == "decode",
+        )  # fmt: skip
+        cluster = Cluster(pools=[pool], units=units, entry=pool, exit=pool, transfer=None)
+    if isinstance(feed, ClosedLoopFeed):
+        closed = feed
+
+        def release(ids: np.ndarray, now: float) -> None:
+            closed.release(now, table.home_rank[ids])
+
+        # prefill-only pools finish requests in the entry pool; everything else in the exit pool
+        cluster.exit.on_finished = release
+        if cluster.entry is not cluster.exit:
+            cluster.entry.on_finished = release  # PD requests whose only token came from prefill
+    for u in cluster.units:
+        env.process(u.run())
+    return cluster

@@ -1,0 +1,114 @@
+"""Checks run at the end of every simulation; any failure raises `InvariantError`.
+
+- No request lost or duplicated: arrived = completed + running + queued + rejected, where each
+  term is counted by the component that holds the requests and must also match the phases in the
+  request table.
+- KV in use never above capacity (high-water mark), and the pools' page counters equal the pages
+  the requests on each rank hold.
+- Router load counters equal the work actually left on each rank.
+- Simulated time only moved forward: each unit's steps start in order and never overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.engine.cluster import Cluster
+from sim.engine.requests import EngineError, Phase, RequestTable
+
+
+class InvariantError(EngineError):
+    """A run finished in a state that breaks one of the simulator's invariants."""
+
+
+@dataclass(frozen=True)
+class RequestCounts:
+    arrived: int
+    completed: int
+    running: int  # prefill, decode, or KV in transfer
+    queued: int
+    rejected: int
+
+
+def count_requests(cluster: Cluster, table: RequestTable, arrived: int) -> RequestCounts:
+    """Counts from the components (queues, units, transfers), cross-checked with the table."""
+    running = sum(int(u.running.shape[0]) for u in cluster.units)
+    in_flight = cluster.transfer.feed.in_flight if cluster.transfer else 0
+    c = RequestCounts(
+        arrived=arrived,
+        completed=sum(p.completed for p in cluster.pools),
+        running=running + in_flight,
+        queued=sum(p.queues.total for p in cluster.pools),
+        rejected=sum(p.rejected for p in cluster.pools),
+    )
+    total = c.completed + c.running + c.queued + c.rejected
+    if c.arrived != total or table.size != c.arrived:
+        raise InvariantError(
+            f"requests lost or duplicated: arrived {c.arrived} (table {table.size}) != completed "
+            f"{c.completed} + running {c.running} + queued {c.queued} + rejected {c.rejected}"
+        )
+    ph = table.phase_counts()
+    expect = {
+        Phase.DONE: c.completed,
+        Phase.REJECTED: c.rejected,
+        Phase.QUEUED: c.queued,
+        Phase.TRANSFER: in_flight,
+    }
+    for phase, n in expect.items():
+        if ph[phase] != n:
+            raise InvariantError(f"{ph[phase]} requests are {phase.name} but {n} were counted")
+    if ph[Phase.PREFILL] + ph[Phase.DECODE] != running:
+        raise InvariantError(
+            f"{ph[Phase.PREFILL] + ph[Phase.DECODE]} requests are in PREFILL/DECODE but the "
+            f"units hold {running}"
+        )
+    return c
+
+
+def check_kv(cluster: Cluster, table: RequestTable) -> None:
+    for pool in cluster.pools:
+        ids = [u.running for u in cluster.units if u.pool is pool]
+        held = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+        used = np.bincount(table.rank[held], weights=table.kv_pages[held], minlength=pool.num_ranks)
+        if not np.array_equal(used.astype(np.int64), pool.kv.used):
+            raise InvariantError(f"{pool.name}: KV page counters disagree with the requests held")
+        if pool.kv.peak_pages > pool.kv.capacity_pages:
+            raise InvariantError(
+                f"{pool.name}: KV in use reached {pool.kv.peak_pages} pages, above the "
+                f"capacity {pool.kv.capacity_pages}"
+            )
+        queued = table.phase[: table.size] == Phase.QUEUED
+        on_pool = np.zeros(table.size, dtype=bool)
+        on_pool[held] = True
+        for r in range(pool.num_ranks):
+            for i in pool.queues.ids(r):
+                on_pool[i] = queued[i]
+        mine = np.flatnonzero(on_pool)
+        left = np.bincount(
+            table.rank[mine], weights=table.remaining_tokens(mine), minlength=pool.num_ranks
+        )
+        if not np.array_equal(left.astype(np.int64), pool.outstanding):
+            raise InvariantError(f"{pool.name}: router load counters disagree with work left")
+
+
+def check_time(cluster: Cluster, end_s: float) -> None:
+    for pool in cluster.pools:
+        log = pool.log
+        unit, start, dur = log.column("unit"), log.column("start_s"), log.column("duration_s")
+        if (dur <= 0).any():
+            raise InvariantError(f"{pool.name}: a step has a non-positive duration")
+        for u in range(pool.num_units):
+            s, d = start[unit == u], dur[unit == u]
+            if (np.diff(s) < 0).any() or (s[1:] < (s + d)[:-1] - 1e-9).any():
+                raise InvariantError(f"{pool.name} unit {u}: steps overlap or go back in time")
+            if s.size and s[-1] + d[-1] > end_s + 1e-9:
+                raise InvariantError(f"{pool.name} unit {u}: a logged step ends after the run")
+
+
+def check_all(cluster: Cluster, table: RequestTable, arrived: int, end_s: float) -> RequestCounts:
+    counts = count_requests(cluster, table, arrived)
+    check_kv(cluster, table)
+    check_time(cluster, end_s)
+    return counts

@@ -1,0 +1,182 @@
+"""A pool: the replicas of one deployment (or one side of a PD pair) behind one router.
+
+The pool owns everything shared by its units: per-rank queues, KV pages and router load, the
+feed its requests come from, its step log, and the named state changes that touch several of
+those at once (route, admit, preempt, finish, hand off). Global rank index = unit * ranks per unit
++ rank in the unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, Protocol
+
+import numpy as np
+
+from sim.cost.batch import ServingCost
+from sim.engine.arrivals import ClosedLoopFeed, ScheduledFeed, TransferFeed
+from sim.engine.kv import KvPages
+from sim.engine.log import StepLog
+from sim.engine.mtp import DraftSampler
+from sim.engine.queues import RankQueues
+from sim.engine.requests import IntArray, RequestTable
+from sim.engine.router import RankLoad, make_router
+from sim.specs.deployment import Deployment
+
+Feed = ScheduledFeed | ClosedLoopFeed | TransferFeed
+AfterPrefill = Literal["decode", "transfer", "done"]
+
+
+class Wakeable(Protocol):
+    def wake(self) -> None: ...
+
+
+class Pool:
+    """Shared state of the units of one pool. Units call `deliver` at each step boundary."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        deployment: Deployment,
+        cost: ServingCost,
+        table: RequestTable,
+        feed: Feed,
+        rng: np.random.Generator,
+        after_prefill: AfterPrefill,
+        first_token_in_decode: bool = False,
+    ) -> None:
+        d = deployment
+        self.name, self.deployment, self.cost, self.table, self.feed = name, d, cost, table, feed
+        self.after_prefill = after_prefill
+        self.first_token_in_decode = first_token_in_decode
+        self.num_units, self.ranks_per_unit = d.replicas, d.attn_dp
+        n = self.num_units * self.ranks_per_unit
+        self.num_ranks = n
+        self.kv = KvPages(
+            n, cost.kv_capacity_tokens_per_rank, d.page_size_tokens, cost.state_tokens_per_request
+        )
+        self.queues = RankQueues(n)
+        self.outstanding = np.zeros(n, dtype=np.int64)
+        self.load = RankLoad(self.outstanding, self.kv.used, self.queues.queued_pages)
+        self.router = make_router(d.router, n)
+        self.sampler = DraftSampler(d.mtp_probs, rng)
+        self.draft_tokens = d.mtp_draft_tokens
+        self.max_running = d.max_running_requests
+        self.prefill_budget = d.chunked_prefill_tokens
+        self.log = StepLog(self.ranks_per_unit)
+        self.units: list[Wakeable] = []
+        self.on_finished: Callable[[IntArray, float], None] | None = None
+        self.on_transfer: Callable[[IntArray, float], None] | None = None
+        self.also_fits: Callable[[IntArray], np.ndarray] | None = None
+        self.routed = self.rejected = self.completed = self.transferred = self.preempted = 0
+        feed.on_push = self.wake_all
+
+    def wake_all(self) -> None:
+        for u in self.units:
+            u.wake()
+
+    # -- admission needs -----------------------------------------------------------------------
+    def fits(self, ids: IntArray) -> np.ndarray:
+        """Whether each request could ever run here (its largest KV fits one rank)."""
+        t = self.table
+        return self._fits(t.input_tokens[ids], t.output_tokens[ids], t.prefill_target[ids], ids)
+
+    def _fits(self, inp: IntArray, out: IntArray, target: IntArray, ids: IntArray) -> np.ndarray:
+        most = inp + out + self.draft_tokens if self.after_prefill == "decode" else target
+        ok = self.kv.pages_for(most) <= self.kv.capacity_pages
+        if self.also_fits is not None:
+            ok &= self.also_fits(ids)
+        return ok  # type: ignore[no-any-return]
+
+    def _needs(self, ids: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+        """(KV pages on admission, prefill tokens to compute, work left) of queued requests.
+
+        A request with prefill left reserves its prompt's pages; a prefilled one (PD arrival)
+        the pages of its next decode step.
+        """
+        t = self.table
+        gen, target = t.generated[ids], t.prefill_target[ids]
+        todo = target - t.prefilled[ids]
+        decode_ctx = t.input_tokens[ids] + gen + self.draft_tokens
+        pages = self.kv.pages_for(np.where(todo > 0, target, decode_ctx))
+        return pages, todo, todo + t.output_tokens[ids] - gen
+
+    # -- named state changes -------------------------------------------------------------------
+    def deliver(self, now: float) -> None:
+        """Route every request the feed has released by `now` (or reject it if it never fits)."""
+        if self.feed.next_time() > now:
+            return
+        ids, pins = self.feed.pop_until(now, self.table)
+        if ids.shape[0] == 0:
+            return
+        ok = self.fits(ids)
+        if not ok.all():
+            self.table.reject(ids[~ok])
+            self.rejected += int((~ok).sum())
+            ids = ids[ok]
+            pins = pins[ok] if pins.shape[0] else pins
+        t, q, out = self.table, self.queues, self.outstanding
+        pages, tokens, remaining = (a.tolist() for a in self._needs(ids))
+        pinned = pins.tolist() if pins.shape[0] else None
+        choose, load, n = self.router.choose, self.load, self.num_ranks
+        ranks = []
+        for k, i in enumerate(ids.tolist()):
+            r = pinned[k] % n if pinned is not None else choose(load)
+            q.push_back(r, (i, pages[k], tokens[k]))
+            out[r] += remaining[k]
+            ranks.append(r)
+        r_arr = np.asarray(ranks, dtype=np.int64)
+        t.route(ids, r_arr)
+        home = t.home_rank[ids]
+        t.home_rank[ids] = np.where(home < 0, r_arr, home)
+        self.routed += int(ids.shape[0])
+        if self.num_units == 1:
+            self.units[0].wake()
+        else:
+            for u in np.unique(r_arr // self.ranks_per_unit).tolist():
+                self.units[u].wake()
+
+    def admit(self, ids: IntArray, pages: IntArray) -> None:
+        self.table.admit(ids, pages)
+        self.kv.take(self.table.rank[ids], pages)
+
+    def preempt(self, ids: IntArray) -> None:
+        """Recompute preemption: free KV, re-queue at the front of the same rank (oldest first)."""
+        if ids.shape[0] == 0:
+            return
+        t = self.table
+        ranks = t.rank[ids]
+        self.preempted += int(ids.shape[0])
+        self.kv.give(ranks, t.kv_pages[ids])
+        before = t.remaining_tokens(ids)
+        t.preempt(ids)
+        np.add.at(self.outstanding, ranks, t.remaining_tokens(ids) - before)
+        pages, tokens, _ = (a.tolist() for a in self._needs(ids))
+        by_rank: dict[int, list[tuple[int, int, int]]] = {}
+        for k, (i, r) in enumerate(zip(ids.tolist(), ranks.tolist(), strict=True)):
+            by_rank.setdefault(r, []).append((i, pages[k], tokens[k]))
+        for r, entries in by_rank.items():
+            self.queues.push_front(r, entries)
+
+    def _leave(self, ids: IntArray) -> IntArray:
+        t = self.table
+        ranks = t.rank[ids]
+        np.subtract.at(self.outstanding, ranks, t.remaining_tokens(ids))
+        self.kv.give(ranks, t.kv_pages[ids])
+        return ranks
+
+    def finish(self, ids: IntArray, now: float) -> None:
+        self._leave(ids)
+        self.table.complete(ids, now)
+        self.completed += int(ids.shape[0])
+        if self.on_finished is not None:
+            self.on_finished(ids, now)
+
+    def hand_off(self, ids: IntArray, now: float) -> None:
+        """PD: the prefill is done; the KV leaves for the decode pool."""
+        self._leave(ids)
+        self.table.start_transfer(ids)
+        self.transferred += int(ids.shape[0])
+        if self.on_transfer is not None:
+            self.on_transfer(ids, now)

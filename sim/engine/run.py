@@ -1,0 +1,129 @@
+"""Simulate one deployment under one workload: the engine's single entry point.
+
+Randomness: one `SeedSequence(seed)` per run, split into a workload stream (arrival times and
+lengths) and an engine stream (MTP acceptance). Every deployment of a scenario therefore sees
+exactly the same requests at the same times, whatever its layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from sim.engine.arrivals import Batch, ClosedLoopFeed, ScheduledFeed, open_loop
+from sim.engine.cluster import Cluster, CostFactory, build_cluster, entry_deployment
+from sim.engine.invariants import RequestCounts, check_all
+from sim.engine.lengths import cap_cached
+from sim.engine.requests import RequestTable
+from sim.specs.deployment import Deployment, PdDeployment
+from sim.specs.scenario import RunSpec
+from sim.specs.workload import ClosedWorkload, TraceWorkload, Workload
+
+Progress = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class SimOutput:
+    """A finished run: the request table, the cluster (pools with their step logs), counts."""
+
+    deployment: Deployment | PdDeployment
+    table: RequestTable
+    cluster: Cluster
+    counts: RequestCounts
+    end_s: float
+    warmup_s: float
+    events: int  # simpy events processed (steps, sleeps, wake-ups)
+
+
+def trace_batch(w: TraceWorkload, trace: Batch, run: RunSpec) -> Batch:
+    """The trace's requests in arrival order, time-scaled and cut to the run's limits."""
+    order = np.argsort(trace.arrival_s, kind="stable")
+    t = trace.arrival_s[order] * w.time_scale
+    inp = np.maximum(trace.input_tokens[order], 1)
+    b = Batch(t, inp, np.maximum(trace.output_tokens[order], 1),
+              cap_cached(trace.cached_tokens[order], inp))  # fmt: skip
+    n = b.arrival_s.shape[0]
+    if run.duration_s is not None:
+        n = int(np.searchsorted(b.arrival_s, run.duration_s, side="left"))
+    if run.max_requests is not None:
+        n = min(n, run.max_requests)
+    return b.head(n)
+
+
+def make_feed(
+    workload: Workload,
+    rng: np.random.Generator,
+    dep: Deployment | PdDeployment,
+    run: RunSpec,
+    trace: Batch | None,
+) -> ScheduledFeed | ClosedLoopFeed:
+    prefilled = isinstance(dep, Deployment) and dep.role == "decode"
+    if isinstance(workload, TraceWorkload):
+        if trace is None:
+            raise ValueError(f"workload.path={workload.path!r}: the trace was not loaded")
+        return ScheduledFeed(trace_batch(workload, trace, run), prefilled=prefilled)
+    if isinstance(workload, ClosedWorkload):
+        entry = entry_deployment(dep)
+        ranks = entry.attn_dp * entry.replicas
+        return ClosedLoopFeed(workload, rng, ranks, run.max_requests, prefilled=prefilled)
+    batch = open_loop(workload, rng, run.duration_s, run.max_requests)
+    return ScheduledFeed(batch, prefilled=prefilled)
+
+
+class _CountingEnvironment(simpy.Environment):
+    """A simpy Environment that counts the events it processes."""
+
+    events_processed = 0
+
+    def step(self) -> None:
+        self.events_processed += 1
+        super().step()
+
+
+def _ticker(env: simpy.Environment, duration_s: float, progress: Progress):  # type: ignore[no-untyped-def]
+    for k in range(1, 101):
+        yield env.timeout(duration_s / 100)
+        progress(k / 100)
+
+
+def simulate(
+    deployment: Deployment | PdDeployment,
+    cost_for: CostFactory,
+    workload: Workload,
+    run: RunSpec,
+    *,
+    trace: Batch | None = None,
+    nic_gb_s: float = 50.0,
+    progress: Progress | None = None,
+) -> SimOutput:
+    """Run one deployment to the end of `run` and check the invariants.
+
+    `cost_for(d)` prices steps of layout `d` (both pools of a PD deployment call it). Raises
+    `InvariantError` when the run ends in an inconsistent state.
+    """
+    env = _CountingEnvironment()
+    wl_seed, engine_seed = np.random.SeedSequence(run.seed).spawn(2)
+    table = RequestTable()
+    feed = make_feed(workload, np.random.default_rng(wl_seed), deployment, run, trace)
+    cluster = build_cluster(
+        env, deployment, cost_for, table, feed, np.random.default_rng(engine_seed),
+        nic_gb_s=nic_gb_s,
+    )  # fmt: skip
+    if progress is not None and run.duration_s is not None:
+        env.process(_ticker(env, run.duration_s, progress))
+    env.run(until=run.duration_s)
+    end_s = float(run.duration_s if run.duration_s is not None else env.now)
+    for pool in cluster.pools:  # arrivals during the last, unfinished steps still count
+        pool.deliver(end_s)
+    for unit in cluster.units:
+        unit.rs.sync(table)
+    if progress is not None:
+        progress(1.0)
+    counts = check_all(cluster, table, feed.delivered, end_s)
+    return SimOutput(
+        deployment=deployment, table=table, cluster=cluster, counts=counts, end_s=end_s,
+        warmup_s=run.warmup_s, events=env.events_processed,
+    )  # fmt: skip

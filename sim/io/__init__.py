@@ -1,0 +1,1 @@
+"""Edges of the simulator: scenario files, results files, traces and `expect:` checks."""

@@ -1,0 +1,151 @@
+"""Scenario YAML -> `Scenario`, with errors that name the file, the line and the field.
+
+Relative paths in the file (a trace CSV, a model config.json, a GPU YAML, a profile) are taken
+relative to the scenario file's folder.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from sim.specs.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    line: int | None
+    field: str
+    message: str
+
+
+class ScenarioError(ValueError):
+    """A scenario file that does not load; `problems` lists each bad field with its line."""
+
+    def __init__(self, path: Path, problems: list[FieldProblem]) -> None:
+        self.path, self.problems = path, problems
+        lines = [
+            f"{path}:{p.line}: {p.field}: {p.message}"
+            if p.line
+            else f"{path}: {p.field}: {p.message}"
+            for p in problems
+        ]
+        super().__init__("\n".join(lines))
+
+
+def _node_at(root: Any, loc: tuple[Any, ...]) -> tuple[Any, list[str | int]]:
+    """Deepest YAML node along a pydantic `loc`; loc parts absent from the file (union tags such
+    as 'unit' or 'poisson') are skipped. Returns the node and the path actually followed."""
+    node, followed = root, []
+    for part in loc:
+        nxt = None
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if k.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            nxt = node.value[part] if part < len(node.value) else None
+        if nxt is not None:
+            node = nxt
+            followed.append(part)
+    return node, followed
+
+
+_DEP_REF = re.compile(r"^deployments\[(\d+)\][^.]*((?:\.(?:prefill|decode))?)(?:\.(\w+))?")
+
+
+def _loc_from_message(message: str) -> tuple[Any, ...]:
+    """Cross-field checks name their field in the message ('deployments[1] (tp).attn_tp=...')."""
+    m = _DEP_REF.match(message)
+    if m:
+        loc: list[Any] = ["deployments", int(m.group(1))]
+        if m.group(2):
+            loc.append(m.group(2).lstrip("."))
+        if m.group(3):
+            loc.append(m.group(3))
+        return tuple(loc)
+    head = message.split(":", 1)[0].split(".", 1)[0].split("=", 1)[0].strip()
+    return (head,) if head.isidentifier() else ()
+
+
+def _field_name(loc: tuple[Any, ...], followed: list[str | int]) -> str:
+    """Dotted field path without union tags ('unit', 'poisson': loc parts absent from the
+    file that are not the last part)."""
+    parts, f = [], list(followed)
+    for k, p in enumerate(loc):
+        if f and p == f[0]:
+            f.pop(0)
+        elif k < len(loc) - 1:
+            continue
+        parts.append(f"[{p}]" if isinstance(p, int) else f".{p}")
+    return "".join(parts).lstrip(".") or "(scenario)"
+
+
+def _problems(exc: ValidationError, root: Any) -> list[FieldProblem]:
+    out = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "value_error":
+            loc = loc + _loc_from_message(msg)
+        node, followed = _node_at(root, loc)
+        field = _field_name(loc, followed)
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown field; {msg.lower()} (check the spelling against `mlasim schema`)"
+        line = int(node.start_mark.line) + 1 if node is not None else None
+        if err["type"] == "missing" and followed != list(loc):
+            msg = f"{msg} (add it to the block at this line)"
+        out.append(FieldProblem(line=line, field=field, message=msg))
+    return out
+
+
+def _relative(base: Path, value: Any, suffixes: tuple[str, ...]) -> Any:
+    if not isinstance(value, str) or not value.endswith(suffixes):
+        return value
+    p = Path(value)
+    if p.is_absolute():
+        return value
+    candidate = base / p
+    return str(candidate) if candidate.exists() or value.endswith(".csv") else value
+
+
+def resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """A copy of the parsed scenario with file references made relative to `base`."""
+    out = dict(data)
+    out["model"] = _relative(base, out.get("model"), (".json",))
+    out["gpu"] = _relative(base, out.get("gpu"), (".yaml", ".yml"))
+    out["profile"] = _relative(base, out.get("profile"), (".json", ".parquet"))
+    wl = out.get("workload")
+    if isinstance(wl, dict) and wl.get("kind") == "trace":
+        out["workload"] = {**wl, "path": _relative(base, wl.get("path"), (".csv",))}
+    return {k: v for k, v in out.items() if v is not None or k in data}
+
+
+def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
+    """Validate scenario YAML text; raises ScenarioError naming line and field."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        raise ScenarioError(p, [FieldProblem(line, "(yaml)", str(exc.problem))]) from None
+    if not isinstance(data, dict):
+        raise ScenarioError(p, [FieldProblem(1, "(scenario)", "a scenario is a YAML mapping")])
+    data = resolve_paths(data, p.parent)
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        raise ScenarioError(p, _problems(exc, root)) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ScenarioError(p, [FieldProblem(None, "(file)", "no such scenario file")])
+    return parse_scenario(p.read_text(), p)

@@ -1,0 +1,14 @@
+"""From a simulated run to reported figures: `summarize()` -> `DeploymentResults` / `Results`."""
+
+from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut, Results
+from sim.metrics.stats import Percentiles
+from sim.metrics.summary import summarize
+
+__all__ = [
+    "DeploymentResults",
+    "Percentiles",
+    "PoolResults",
+    "RequestCountsOut",
+    "Results",
+    "summarize",
+]

@@ -1,0 +1,120 @@
+"""What a run reports, per deployment: the JSON contract of `mlasim run --json`.
+
+Every rate is measured over the window [warmup_s, end_s] of simulated time; latencies are over
+the requests that arrived in the window and completed. For a PD deployment the top-level step,
+batch and KV figures are the decode pool's; `pools` has each pool's own.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from sim.metrics.stats import Percentiles
+from sim.specs.base import Spec
+
+
+class RequestCountsOut(Spec):
+    """Requests that arrived in the window, by where they are at the end."""
+
+    arrived: int = Field(description="Requests that arrived at or after the warm-up.")
+    completed: int = Field(description="Of those, completed by the end.")
+    running: int = Field(description="Of those, prefilling, decoding or in KV transfer.")
+    queued: int = Field(description="Of those, waiting for admission on a rank.")
+    rejected: int = Field(description="Of those, rejected: their KV could never fit one rank.")
+
+
+class PoolResults(Spec):
+    """One pool (a colocated deployment has one; PD has 'prefill' and 'decode')."""
+
+    name: str = Field(description="Pool name.")
+    role: str = Field(description="'colocated', 'prefill' or 'decode'.")
+    gpus: int = Field(description="GPUs in the pool, all replicas.")
+    units: int = Field(description="Lock-step units (replicas).")
+    ranks_per_unit: int = Field(description="Attention ranks per unit (attention DP).")
+    steps: int = Field(description="Steps run in the window, all units.")
+    step_time_s: float | None = Field(description="Mean step duration, seconds.")
+    busy_fraction: float = Field(description="Share of the window the units spent stepping.")
+    batch_per_rank: float | None = Field(description="Mean request segments per rank per step.")
+    decode_batch_per_rank: float | None = Field(description="Mean decode requests per rank.")
+    prefill_tokens_per_step: float | None = Field(description="Mean prefill tokens per step.")
+    dp_imbalance: float | None = Field(
+        description="Mean over steps of max/mean attention time across the unit's ranks."
+    )
+    kv_utilisation: float | None = Field(description="Mean share of KV pages in use per step.")
+    kv_utilisation_peak: float = Field(description="Highest share of one rank's KV pages used.")
+    kv_capacity_tokens_per_rank: int = Field(description="KV tokens one attention rank holds.")
+    kv_capacity_tokens_per_gpu: int | None = Field(description="KV tokens one GPU holds.")
+    kv_dup_factor: float | None = Field(description="Copies of each cached token in a rank.")
+    kv_bytes_per_token_per_gpu: float | None = Field(description="Bytes a token takes per GPU.")
+    step_breakdown_s: dict[str, float] = Field(description="Mean seconds per step, by op.")
+    step_sources: dict[str, str] = Field(description="Source of each op's time.")
+    extrapolated_ops: list[str] = Field(description="Ops priced outside measured grids.")
+    overlap_saved_s: float | None = Field(description="Mean seconds per step TBO saved.")
+    mtp_accept_len: float | None = Field(description="Mean tokens per decode verify step.")
+    preemptions: int = Field(description="Recompute preemptions in the whole run.")
+
+
+class DeploymentResults(Spec):
+    """One deployment's results (the `deployments[]` entries of the JSON contract)."""
+
+    name: str = Field(description="Deployment name.")
+    kind: str = Field(description="'unit' (one colocated or single-role layout) or 'pd'.")
+    gpus: int = Field(description="GPUs, all pools and replicas.")
+    nodes: float = Field(description="Nodes (GPUs / GPUs per node).")
+    output_tok_s: float = Field(description="Output tokens per second, total.")
+    output_tok_s_per_gpu: float = Field(description="Output tokens per second per GPU.")
+    output_tok_s_per_node: float = Field(description="Output tokens per second per node.")
+    input_tok_s: float = Field(description="Prompt tokens per second of requests prefilled.")
+    input_tok_s_per_gpu: float = Field(description="Prompt tokens per second per GPU.")
+    input_tok_s_per_node: float = Field(description="Prompt tokens per second per node.")
+    request_throughput_req_s: float = Field(description="Completed requests per second.")
+    ttft_s: Percentiles = Field(description="Time to first token.")
+    tpot_s: Percentiles = Field(description="Time per output token after the first.")
+    itl_s: Percentiles = Field(description="Time between successive token deliveries.")
+    e2e_s: Percentiles = Field(description="Arrival to last token.")
+    goodput_req_s: float = Field(description="Completed requests per second meeting the SLO.")
+    slo_attainment: float | None = Field(description="Share of completed requests meeting SLO.")
+    slo_met: bool = Field(description="TTFT and TPOT at the SLO percentile are within target.")
+    requests: RequestCountsOut = Field(description="Request counts for the window.")
+    kv_dup_factor: float | None = Field(description="KV duplication factor (attention TP).")
+    kv_bytes_per_token_per_gpu: float | None = Field(description="KV bytes per token per GPU.")
+    kv_capacity_tokens_per_gpu: int | None = Field(description="KV tokens one GPU holds.")
+    kv_capacity_tokens_per_rank: int = Field(description="KV tokens one attention rank holds.")
+    kv_capacity_tokens_total: int = Field(
+        description="Distinct KV tokens all attention ranks hold together (decode pool for PD)."
+    )
+    kv_utilisation: float | None = Field(description="Mean share of KV pages in use.")
+    batch_per_rank: float | None = Field(description="Mean request segments per rank per step.")
+    decode_batch_per_rank: float | None = Field(description="Mean decode requests per rank.")
+    dp_imbalance: float | None = Field(description="Mean max/mean attention time across ranks.")
+    step_time_s: float | None = Field(description="Mean step duration, seconds.")
+    step_breakdown_s: dict[str, float] = Field(description="Mean seconds per step, by op.")
+    step_sources: dict[str, str] = Field(description="Source of each op's time.")
+    mtp_accept_len: float | None = Field(description="Mean tokens per decode verify step.")
+    preemptions: int = Field(description="Recompute preemptions in the window.")
+    kv_transfer_s_mean: float | None = Field(description="PD: mean KV transfer time, seconds.")
+    pools: list[PoolResults] = Field(description="Per-pool details.")
+    profile: str = Field(description="Calibration profile the cost model used.")
+    window_s: float = Field(description="Length of the measurement window, seconds.")
+    sim_events: int = Field(description="simpy events processed.")
+
+
+class Results(Spec):
+    """A scenario's results: one entry per deployment, in the scenario's order."""
+
+    scenario: str = Field(description="Scenario name.")
+    description: str = Field(default="", description="Scenario description.")
+    model: str = Field(description="Model name.")
+    gpu: str = Field(description="GPU name.")
+    warmup_s: float = Field(description="Excluded leading simulated time, seconds.")
+    end_s: float = Field(description="Simulated time at the end, seconds (latest deployment).")
+    slo_ttft_s: float = Field(description="TTFT target, seconds.")
+    slo_tpot_s: float = Field(description="TPOT target, seconds.")
+    slo_percentile: float = Field(description="Percentile the targets apply to.")
+    deployments: list[DeploymentResults] = Field(description="Per-deployment results.")
+
+    def deployment(self, name: str) -> DeploymentResults:
+        for d in self.deployments:
+            if d.name == name:
+                return d
+        raise KeyError(f"no deployment {name!r}: known are {[d.name for d in self.deployments]}")

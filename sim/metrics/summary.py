@@ -1,0 +1,172 @@
+"""Turn one simulated deployment (request table + step logs) into `DeploymentResults`.
+
+Window: simulated time [warmup_s, end_s]. Throughput counts tokens emitted by steps that ended in
+the window; latencies use requests that arrived in the window and completed. ITL is the duration
+of each decode step weighted by the requests it delivered tokens to (steps run back to back, so
+a request's gap between deliveries is the step it was in).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sim.engine import Phase, SimOutput
+from sim.engine.pool import Pool
+from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut
+from sim.metrics.stats import percentiles, quantile, weighted_percentiles
+from sim.specs.deployment import PdDeployment
+from sim.specs.scenario import Slo
+
+
+def _mean(x: np.ndarray) -> float | None:
+    return float(x.mean()) if x.size else None
+
+
+def memory_facts(cost: Any) -> dict[str, Any]:
+    """KV facts from the cost model's `memory` plan; None where a cost model lacks them."""
+    mem = getattr(cost, "memory", None)
+    return {
+        "kv_dup_factor": getattr(mem, "kv_dup_factor", None),
+        "kv_bytes_per_token_per_gpu": getattr(mem, "kv_bytes_per_token_per_gpu", None),
+        "kv_capacity_tokens_per_gpu": getattr(mem, "kv_capacity_tokens_per_gpu", None),
+    }
+
+
+def _role(out: SimOutput, pool: Pool) -> str:
+    if isinstance(out.deployment, PdDeployment):
+        return pool.name
+    return pool.deployment.role
+
+
+def summarize_pool(out: SimOutput, pool: Pool) -> PoolResults:
+    log, d = pool.log, pool.deployment
+    start, dur = log.column("start_s"), log.column("duration_s")
+    w = (start + dur) >= out.warmup_s
+    window = max(out.end_s - out.warmup_s, 1e-12)
+    R = pool.ranks_per_unit
+    steps = int(w.sum())
+    ops = log.op_seconds[w]
+    breakdown = {n: float(ops[:, j].mean()) for j, n in enumerate(log.op_names)} if steps else {}
+    dec = log.column("decode_reqs")[w].astype(np.float64)
+    acc = log.column("accept_tokens")[w]
+    kv_cap = pool.kv.capacity_pages * R
+    facts = memory_facts(pool.cost)
+    return PoolResults(
+        name=pool.name,
+        role=_role(out, pool),
+        gpus=d.total_gpus,
+        units=pool.num_units,
+        ranks_per_unit=R,
+        steps=steps,
+        step_time_s=_mean(dur[w]),
+        busy_fraction=float(dur[w].sum() / (window * pool.num_units)),
+        batch_per_rank=_mean(log.column("segments")[w] / R),
+        decode_batch_per_rank=_mean(dec / R),
+        prefill_tokens_per_step=_mean(log.column("prefill_tokens")[w].astype(np.float64)),
+        dp_imbalance=_mean(log.column("imbalance")[w]),
+        kv_utilisation=_mean(log.column("kv_pages")[w] / kv_cap) if kv_cap else None,
+        kv_utilisation_peak=pool.kv.peak_pages / max(pool.kv.capacity_pages, 1),
+        kv_capacity_tokens_per_rank=pool.kv.capacity_pages * pool.kv.page_tokens,
+        step_breakdown_s=breakdown,
+        step_sources={n: log.op_source(n) for n in log.op_names},
+        extrapolated_ops=sorted(n for n, x in log.op_extrapolated.items() if x),
+        overlap_saved_s=_mean(log.column("overlap_saved_s")[w]),
+        mtp_accept_len=float(acc.sum() / dec.sum()) if dec.sum() else None,
+        preemptions=pool.preempted,
+        **facts,
+    )
+
+
+def _itl(out: SimOutput) -> tuple[np.ndarray, np.ndarray]:
+    vals, weights = [], []
+    for pool in out.cluster.pools:
+        log = pool.log
+        start, dur = log.column("start_s"), log.column("duration_s")
+        w = (start + dur) >= out.warmup_s
+        vals.append(dur[w])
+        weights.append(log.column("decode_reqs")[w].astype(np.float64))
+    return np.concatenate(vals), np.concatenate(weights)
+
+
+def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
+    t, n = out.table, out.table.size
+    lo, hi = out.warmup_s, out.end_s
+    window = max(hi - lo, 1e-12)
+    arrival, first, finish = t.arrival_s[:n], t.first_token_s[:n], t.finish_s[:n]
+    out_len, in_len, phase = t.output_tokens[:n], t.input_tokens[:n], t.phase[:n]
+    mine = arrival >= lo
+    done = mine & (phase == Phase.DONE)
+    ttft = (first - arrival)[done]
+    multi = done & (out_len > 1)
+    tpot = ((finish - first) / np.maximum(out_len - 1, 1))[multi]
+    e2e = (finish - arrival)[done]
+    tpot_all = np.where(out_len > 1, (finish - first) / np.maximum(out_len - 1, 1), 0.0)[done]
+    good = (ttft <= slo.ttft_s) & (tpot_all <= slo.tpot_s)
+    emitted = 0
+    for pool in out.cluster.pools:
+        log = pool.log
+        ends = log.column("start_s") + log.column("duration_s")
+        emitted += int(log.column("output_tokens")[ends >= lo].sum())
+    prefilled = (first >= lo) & (first <= hi)
+    input_tok_s = float(in_len[prefilled].sum()) / window
+    ph = np.bincount(phase[mine], minlength=len(Phase))
+    counts = RequestCountsOut(
+        arrived=int(mine.sum()),
+        completed=int(ph[Phase.DONE]),
+        running=int(ph[Phase.PREFILL] + ph[Phase.DECODE] + ph[Phase.TRANSFER]),
+        queued=int(ph[Phase.QUEUED]),
+        rejected=int(ph[Phase.REJECTED]),
+    )
+    pools = [summarize_pool(out, p) for p in out.cluster.pools]
+    main = pools[-1]  # decode pool of a PD pair; the only pool otherwise
+    gpus = sum(p.deployment.total_gpus for p in out.cluster.pools)
+    nodes = sum(p.deployment.total_gpus / p.deployment.gpus_per_node for p in out.cluster.pools)
+    ttft_q, tpot_q = quantile(ttft, slo.percentile), quantile(tpot, slo.percentile)
+    link = out.cluster.transfer
+    output_tok_s = emitted / window
+    return DeploymentResults(
+        name=out.deployment.name,
+        kind="pd" if isinstance(out.deployment, PdDeployment) else "unit",
+        gpus=gpus,
+        nodes=nodes,
+        output_tok_s=output_tok_s,
+        output_tok_s_per_gpu=output_tok_s / gpus,
+        output_tok_s_per_node=output_tok_s / nodes,
+        input_tok_s=input_tok_s,
+        input_tok_s_per_gpu=input_tok_s / gpus,
+        input_tok_s_per_node=input_tok_s / nodes,
+        request_throughput_req_s=int(((finish >= lo) & (phase == Phase.DONE)).sum()) / window,
+        ttft_s=percentiles(ttft),
+        tpot_s=percentiles(tpot),
+        itl_s=weighted_percentiles(*_itl(out)),
+        e2e_s=percentiles(e2e),
+        goodput_req_s=int(good.sum()) / window,
+        slo_attainment=float(good.mean()) if good.size else None,
+        slo_met=bool(
+            ttft_q is not None and ttft_q <= slo.ttft_s and (tpot_q is None or tpot_q <= slo.tpot_s)
+        ),
+        requests=counts,
+        kv_dup_factor=main.kv_dup_factor,
+        kv_bytes_per_token_per_gpu=main.kv_bytes_per_token_per_gpu,
+        kv_capacity_tokens_per_gpu=main.kv_capacity_tokens_per_gpu,
+        kv_capacity_tokens_per_rank=main.kv_capacity_tokens_per_rank,
+        kv_capacity_tokens_total=main.kv_capacity_tokens_per_rank
+        * main.ranks_per_unit
+        * main.units,
+        kv_utilisation=main.kv_utilisation,
+        batch_per_rank=main.batch_per_rank,
+        decode_batch_per_rank=main.decode_batch_per_rank,
+        dp_imbalance=main.dp_imbalance,
+        step_time_s=main.step_time_s,
+        step_breakdown_s=main.step_breakdown_s,
+        step_sources=main.step_sources,
+        mtp_accept_len=main.mtp_accept_len,
+        preemptions=int(t.preemptions[:n][mine].sum()),
+        kv_transfer_s_mean=(link.total_s / link.sent) if link and link.sent else None,
+        pools=pools,
+        profile=str(getattr(out.cluster.entry.cost, "profile_name", "custom cost model")),
+        window_s=window,
+        sim_events=out.events,
+    )

@@ -1,0 +1,160 @@
+"""A what-if study: one model on one GPU type, several deployments, one workload, one SLO.
+
+`deployments` lists the layouts to compare. An entry with `prefill` and `decode` keys is a
+`PdDeployment` (disaggregated pools); any other entry is a `Deployment` (one colocated unit type).
+Deployment names are used in `expect:` expressions (`dp_ep.output_tok_s_per_gpu`), so they must
+be unique Python identifiers.
+"""
+
+from __future__ import annotations
+
+import keyword
+from typing import Annotated, Any
+
+from pydantic import Discriminator, Field, Tag, model_validator
+
+from sim.specs.base import Spec
+from sim.specs.deployment import Deployment, PdDeployment
+from sim.specs.model import ModelSpec
+from sim.specs.workload import Workload
+
+
+def _deployment_kind(value: Any) -> str:
+    if isinstance(value, PdDeployment):
+        return "pd"
+    if isinstance(value, dict) and ("prefill" in value or "decode" in value):
+        return "pd"
+    return "unit"
+
+
+AnyDeployment = Annotated[
+    Annotated[Deployment, Tag("unit")] | Annotated[PdDeployment, Tag("pd")],
+    Discriminator(_deployment_kind),
+]
+
+
+class Slo(Spec):
+    """Latency targets; a request meets the SLO when both its TTFT and its TPOT do."""
+
+    ttft_s: float = Field(gt=0, description="Time to first token target, seconds.")
+    tpot_s: float = Field(gt=0, description="Time per output token target, seconds.")
+    percentile: float = Field(
+        default=90.0, gt=0, le=100, description="Percentile at which the targets must hold."
+    )
+
+
+class RunSpec(Spec):
+    """How long to simulate and what to leave out of the measurements."""
+
+    duration_s: float | None = Field(
+        default=None, gt=0, description="Simulated time; arrivals after it are not generated."
+    )
+    max_requests: int | None = Field(
+        default=None, ge=1, description="Stop generating requests after this many."
+    )
+    warmup_s: float = Field(
+        default=0.0, ge=0, description="Leading simulated time excluded from every metric."
+    )
+    seed: int = Field(default=0, ge=0, description="Seed of the run's random generator.")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> RunSpec:
+        if self.duration_s is None and self.max_requests is None:
+            raise ValueError("give duration_s or max_requests (or both) so the run ends")
+        if self.duration_s is not None and self.warmup_s >= self.duration_s:
+            raise ValueError(
+                f"warmup_s ({self.warmup_s}) must be below duration_s ({self.duration_s}); "
+                "shorten the warm-up or lengthen the run"
+            )
+        return self
+
+
+def _pools(dep: Deployment | PdDeployment) -> list[tuple[str, Deployment]]:
+    if isinstance(dep, PdDeployment):
+        return [("prefill", dep.prefill), ("decode", dep.decode)]
+    return [("", dep)]
+
+
+def check_against_model(deployments: list[Deployment | PdDeployment], model: ModelSpec) -> None:
+    """Raise ValueError naming the deployment field that this model cannot run."""
+    for i, dep in enumerate(deployments):
+        for pool, d in _pools(dep):
+            where = f"deployments[{i}] ({dep.name})" + (f".{pool}" if pool else "")
+            if model.num_heads % d.attn_tp:
+                raise ValueError(
+                    f"{where}.attn_tp={d.attn_tp} does not divide {model.name}'s "
+                    f"{model.num_heads} attention heads; pick a divisor of {model.num_heads}"
+                )
+            if d.dsa == "on" and model.dsa is None:
+                raise ValueError(
+                    f"{where}.dsa='on' but {model.name} has no DSA indexer; use 'auto' or 'off'"
+                )
+            if d.mtp_draft_tokens and not d.mtp_acceptance:
+                raise ValueError(
+                    f"{where}.mtp_draft_tokens={d.mtp_draft_tokens} needs mtp_acceptance "
+                    "(per-position acceptance probabilities, e.g. [0.85])"
+                )
+
+
+class Scenario(Spec):
+    """Everything one run needs; `run_scenario(scenario)` turns it into `Results`."""
+
+    name: str = Field(min_length=1, description="Study name, shown in tables and results.")
+    description: str = Field(default="", description="What the study asks, in a sentence or two.")
+    model: str = Field(description="Catalog model name ('deepseek-v3') or a config.json path.")
+    gpu: str = Field(description="Catalog GPU name ('h200') or a GPU YAML path.")
+    profile: str | None = Field(
+        default=None,
+        description="Calibration profile name or path (default: the GPU's roofline).",
+    )
+    deployments: list[AnyDeployment] = Field(
+        min_length=1, description="Layouts to compare; PD entries have prefill/decode keys."
+    )
+    workload: Workload = Field(description="Offered traffic, the same for every deployment.")
+    slo: Slo = Field(description="Latency targets for goodput.")
+    run: RunSpec = Field(description="Duration, warm-up and seed.")
+    expect: list[str] = Field(
+        default_factory=list, description="Claims checked by `mlasim check` (kept verbatim)."
+    )
+    probes: dict[str, Any] | None = Field(
+        default=None, description="Cost-model facts `expect:` may use (read by `mlasim check`)."
+    )
+    golden: dict[str, Any] | None = Field(
+        default=None, description="Golden-summary tolerances (read by `mlasim check`)."
+    )
+
+    @model_validator(mode="after")
+    def _names_and_model(self) -> Scenario:
+        seen: set[str] = set()
+        for i, dep in enumerate(self.deployments):
+            if not dep.name.isidentifier() or keyword.iskeyword(dep.name):
+                fix = "".join(c if c.isalnum() else "_" for c in dep.name).lstrip("0123456789")
+                raise ValueError(
+                    f"deployments[{i}].name={dep.name!r} is not a valid identifier (it is used "
+                    f"in expect: expressions); use letters, digits and '_', e.g. {fix or 'dep'!r}"
+                )
+            if dep.name in seen:
+                raise ValueError(
+                    f"deployments[{i}].name={dep.name!r} is used twice; give each a unique name"
+                )
+            seen.add(dep.name)
+        from sim.catalog import CatalogError, load_gpu, load_model  # catalog imports specs
+
+        try:
+            load_gpu(self.gpu)
+        except (CatalogError, ValueError) as exc:
+            raise ValueError(f"gpu: {exc}") from None
+        try:
+            model = load_model(self.model)
+        except (CatalogError, ValueError) as exc:
+            raise ValueError(f"model: {exc}") from None
+        check_against_model(list(self.deployments), model)
+        return self
+
+    def deployment(self, name: str) -> Deployment | PdDeployment:
+        """The deployment called `name`; KeyError listing the known names otherwise."""
+        for dep in self.deployments:
+            if dep.name == name:
+                return dep
+        known = ", ".join(d.name for d in self.deployments)
+        raise KeyError(f"no deployment {name!r}: known are {known}")

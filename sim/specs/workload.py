@@ -1,0 +1,180 @@
+"""Traffic offered to a deployment: when requests arrive and how long they are.
+
+Every variant is tagged by `kind`; an unknown kind is rejected with the list of known ones.
+
+- Length distributions (`input`, `output`, `prefix_cache_tokens`): fixed, uniform, lognormal,
+  empirical.
+- Workloads: `poisson` and `gamma` (open loop; gamma's `cv` sets burstiness), `closed` (a fixed
+  number of requests in flight, in total or per attention rank, as published benchmarks measure),
+  `trace` (replay a CSV `arrival_s,input_tokens,output_tokens[,cached_tokens]`).
+- Prefix-cache hits: each request's first `cached_tokens` are already in the cache, given as a
+  fraction of the input or as a length distribution (always capped at input - 1).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from sim.specs.base import Spec
+
+
+class FixedLength(Spec):
+    """Every request has the same length."""
+
+    kind: Literal["fixed"] = Field(description="Distribution kind.")
+    tokens: int = Field(ge=0, description="Length of every request, tokens.")
+
+
+class UniformLength(Spec):
+    """Integer lengths drawn uniformly from [min_tokens, max_tokens]."""
+
+    kind: Literal["uniform"] = Field(description="Distribution kind.")
+    min_tokens: int = Field(ge=0, description="Shortest length, tokens (inclusive).")
+    max_tokens: int = Field(ge=0, description="Longest length, tokens (inclusive).")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformLength:
+        if self.max_tokens < self.min_tokens:
+            raise ValueError(
+                f"max_tokens ({self.max_tokens}) is below min_tokens ({self.min_tokens}); swap them"
+            )
+        return self
+
+
+class LognormalLength(Spec):
+    """Lognormal lengths with a given mean, rounded and clipped to [min_tokens, max_tokens]."""
+
+    kind: Literal["lognormal"] = Field(description="Distribution kind.")
+    mean_tokens: float = Field(gt=0, description="Mean length before clipping, tokens.")
+    sigma: float = Field(gt=0, le=4.0, description="Standard deviation of log(length).")
+    min_tokens: int = Field(default=1, ge=0, description="Lengths below are raised to this.")
+    max_tokens: int | None = Field(default=None, ge=1, description="Lengths above are cut here.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LognormalLength:
+        if self.max_tokens is not None and self.max_tokens < self.min_tokens:
+            raise ValueError(
+                f"max_tokens ({self.max_tokens}) is below min_tokens ({self.min_tokens}); "
+                "raise max_tokens"
+            )
+        return self
+
+
+class EmpiricalLength(Spec):
+    """Lengths drawn from a list of observed values (optionally weighted)."""
+
+    kind: Literal["empirical"] = Field(description="Distribution kind.")
+    values: tuple[int, ...] = Field(min_length=1, description="Observed lengths, tokens.")
+    weights: tuple[float, ...] | None = Field(
+        default=None, description="Relative weight of each value (default: equal)."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EmpiricalLength:
+        if any(v < 0 for v in self.values):
+            raise ValueError("values are token counts: each must be >= 0")
+        if self.weights is not None:
+            if len(self.weights) != len(self.values):
+                raise ValueError(
+                    f"weights has {len(self.weights)} entries for {len(self.values)} values: "
+                    "give one weight per value"
+                )
+            if any(w < 0 for w in self.weights) or sum(self.weights) <= 0:
+                raise ValueError("weights must be >= 0 and not all zero")
+        return self
+
+
+LengthDist = Annotated[
+    FixedLength | UniformLength | LognormalLength | EmpiricalLength,
+    Field(discriminator="kind"),
+]
+LENGTH_KINDS = ("fixed", "uniform", "lognormal", "empirical")
+
+
+def length_bounds(dist: FixedLength | UniformLength | LognormalLength | EmpiricalLength) -> int:
+    """Smallest length the distribution can produce."""
+    if isinstance(dist, FixedLength):
+        return dist.tokens
+    if isinstance(dist, EmpiricalLength):
+        return min(dist.values)
+    return dist.min_tokens
+
+
+class _Synthetic(Spec):
+    """Fields shared by generated workloads: request lengths and prefix-cache hits."""
+
+    input: LengthDist = Field(description="Prompt length distribution, tokens.")
+    output: LengthDist = Field(description="Generated length distribution, tokens (>= 1).")
+    prefix_cache_fraction: float = Field(
+        default=0.0, ge=0.0, lt=1.0, description="Share of each prompt already in the KV cache."
+    )
+    prefix_cache_tokens: LengthDist | None = Field(
+        default=None, description="Cached prompt tokens per request (instead of the fraction)."
+    )
+
+    @model_validator(mode="after")
+    def _lengths(self) -> _Synthetic:
+        if length_bounds(self.input) < 1:
+            raise ValueError("input lengths must be >= 1 token: raise input's smallest value")
+        if length_bounds(self.output) < 1:
+            raise ValueError("output lengths must be >= 1 token: raise output's smallest value")
+        if self.prefix_cache_tokens is not None and self.prefix_cache_fraction > 0:
+            raise ValueError(
+                "give prefix_cache_fraction or prefix_cache_tokens, not both: remove one"
+            )
+        return self
+
+
+class PoissonWorkload(_Synthetic):
+    """Open loop: exponential inter-arrival times at a fixed rate."""
+
+    kind: Literal["poisson"] = Field(description="Workload kind.")
+    rate_req_s: float = Field(gt=0, description="Offered load, requests per second.")
+
+
+class GammaWorkload(_Synthetic):
+    """Open loop with bursts: gamma inter-arrival times (cv = 1 is Poisson; larger is burstier)."""
+
+    kind: Literal["gamma"] = Field(description="Workload kind.")
+    rate_req_s: float = Field(gt=0, description="Offered load, requests per second.")
+    cv: float = Field(gt=0, le=20.0, description="Coefficient of variation of inter-arrivals.")
+
+
+class ClosedWorkload(_Synthetic):
+    """Closed loop: a new request arrives the moment one completes.
+
+    `concurrency_per_rank` keeps that many requests on every attention rank (the replacement goes
+    to the rank the finished one started on); `concurrency` keeps that many in total and lets
+    the router place them.
+    """
+
+    kind: Literal["closed"] = Field(description="Workload kind.")
+    concurrency: int | None = Field(default=None, ge=1, description="Requests in flight, total.")
+    concurrency_per_rank: int | None = Field(
+        default=None, ge=1, description="Requests in flight per attention rank (of the first pool)."
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ClosedWorkload:
+        if (self.concurrency is None) == (self.concurrency_per_rank is None):
+            raise ValueError("give exactly one of concurrency or concurrency_per_rank")
+        return self
+
+
+class TraceWorkload(Spec):
+    """Replay a CSV trace with a header `arrival_s,input_tokens,output_tokens[,cached_tokens]`."""
+
+    kind: Literal["trace"] = Field(description="Workload kind.")
+    path: str = Field(description="CSV file; relative paths are relative to the scenario file.")
+    time_scale: float = Field(
+        default=1.0, gt=0, description="Multiply arrival times by this (0.5 doubles the rate)."
+    )
+
+
+Workload = Annotated[
+    PoissonWorkload | GammaWorkload | ClosedWorkload | TraceWorkload,
+    Field(discriminator="kind"),
+]
+WORKLOAD_KINDS = ("poisson", "gamma", "closed", "trace")

@@ -1,0 +1,72 @@
+"""Routers: registry errors, and where each one sends requests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fixed_cost import FixedCost, requests, run_trace, unit
+
+from sim.engine import ROUTERS, make_router
+from sim.engine.router import RankLoad
+
+
+def test_unknown_router_lists_known_ones() -> None:
+    with pytest.raises(ValueError, match="least_kv, least_tokens, round_robin"):
+        make_router("random", 4)
+
+
+def test_unknown_router_in_a_deployment_names_the_field() -> None:
+    with pytest.raises(ValueError, match=r"u\.router='fastest' is unknown"):
+        run_trace(unit(ranks=2, router="fastest"), FixedCost(), requests((0.0, 10, 1)))
+
+
+def test_registry_names() -> None:
+    assert sorted(ROUTERS) == ["least_kv", "least_tokens", "round_robin"]
+
+
+def _load(out: list[int], kv: list[int], queued: list[int]) -> RankLoad:
+    return RankLoad(np.array(out), np.array(kv), np.array(queued))
+
+
+def test_router_choices_and_ties() -> None:
+    load = _load([5, 1, 1, 9], [0, 7, 3, 0], [4, 0, 0, 0])
+    assert make_router("least_tokens", 4).choose(load) == 1  # tie 1/2 -> lowest index
+    assert make_router("least_kv", 4).choose(load) == 3  # 0 + 0 beats 0 + 4
+    rr = make_router("round_robin", 4)
+    assert [rr.choose(load) for _ in range(6)] == [0, 1, 2, 3, 0, 1]
+
+
+def test_least_tokens_spreads_a_burst() -> None:
+    batch = requests(*[(0.0, 100, 10)] * 8)
+    out = run_trace(unit(ranks=4, router="least_tokens"), FixedCost(), batch)
+    assert np.bincount(out.table.home_rank[:8], minlength=4).tolist() == [2, 2, 2, 2]
+
+
+def test_least_tokens_avoids_the_rank_with_a_long_request() -> None:
+    batch = requests((0.0, 5000, 500), (0.0, 100, 10), (0.0, 100, 10), (0.0, 100, 10))
+    out = run_trace(unit(ranks=2, router="least_tokens"), FixedCost(), batch)
+    assert out.table.home_rank[:4].tolist() == [0, 1, 1, 1]
+
+
+def test_mixed_attention_tp_gives_fewer_ranks_per_unit() -> None:
+    from sim.specs import Deployment
+
+    dep = Deployment(name="tp2dp4", gpus_per_node=8, attn_tp=2, router="round_robin")
+    out = run_trace(dep, FixedCost(), requests(*[(0.0, 100, 5)] * 8))
+    pool = out.cluster.pools[0]
+    assert pool.ranks_per_unit == 4 and pool.log.batch_per_rank.shape[1] == 4
+    assert np.bincount(out.table.home_rank[:8]).tolist() == [2, 2, 2, 2]
+
+
+def test_replicas_are_separate_lock_step_units() -> None:
+    dep = unit(ranks=2, replicas=2, router="round_robin", role="decode")
+    # unit 0 gets the long contexts (ranks 0, 1), unit 1 the short ones (ranks 2, 3)
+    batch = requests((0.0, 90_000, 4), (0.0, 90_000, 4), (0.0, 10, 4), (0.0, 10, 4))
+    out = run_trace(dep, FixedCost(step_s=0.01, kv_token_s=1e-7), batch)
+    t = out.table
+    assert t.home_rank[:4].tolist() == [0, 1, 2, 3]
+    log = out.cluster.pools[0].log
+    assert sorted(set(log.column("unit").tolist())) == [0, 1]
+    # replicas do not wait for each other: the short requests finish first
+    assert t.finish_s[2] < t.finish_s[0]
+    assert t.finish_s[2] == pytest.approx(4 * (0.01 + 13 * 1e-7), rel=1e-3)

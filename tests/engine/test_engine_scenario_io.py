@@ -1,0 +1,114 @@
+"""Scenario files: valid ones load; errors name the file, the line and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.io.scenario_io import ScenarioError, load_scenario, parse_scenario
+from sim.specs import PdDeployment, Scenario
+
+GOOD = """\
+name: study
+model: deepseek-v3
+gpu: h200
+deployments:
+  - name: tp8
+    attn_tp: 8
+    moe_tp: 8
+  - name: pd
+    prefill: {name: p, attn_tp: 1}
+    decode: {name: d, attn_tp: 1, mtp_draft_tokens: 1, mtp_acceptance: [0.8]}
+workload:
+  kind: poisson
+  rate_req_s: 2
+  input: {kind: fixed, tokens: 1000}
+  output: {kind: fixed, tokens: 100}
+slo: {ttft_s: 2, tpot_s: 0.1}
+run: {duration_s: 30, warmup_s: 5, seed: 1}
+expect: ["tp8.gpus == 8"]
+"""
+
+
+def _error(tmp_path: Path, text: str) -> ScenarioError:
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(p)
+    return info.value
+
+
+def test_good_scenario_loads_with_pd_detected(tmp_path: Path) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text(GOOD)
+    s = load_scenario(p)
+    assert isinstance(s, Scenario) and isinstance(s.deployments[1], PdDeployment)
+    assert s.expect == ["tp8.gpus == 8"]
+
+
+def test_misspelt_field_names_line_and_field(tmp_path: Path) -> None:
+    err = _error(tmp_path, GOOD.replace("    moe_tp: 8", "    moe_tpp: 8"))
+    assert f"{tmp_path / 's.yaml'}:7: deployments[0].moe_tpp: unknown field" in str(err)
+
+
+def test_nested_pd_field_line(tmp_path: Path) -> None:
+    err = _error(
+        tmp_path, GOOD.replace("decode: {name: d, attn_tp: 1,", "decode: {name: d, attn_tp: 0,")
+    )
+    assert ":10: deployments[1].decode.attn_tp:" in str(err)
+
+
+def test_unknown_workload_kind_lists_known(tmp_path: Path) -> None:
+    err = _error(tmp_path, GOOD.replace("kind: poisson", "kind: poison"))
+    msg = str(err)
+    assert ":12: workload:" in msg and "'poisson', 'gamma', 'closed', 'trace'" in msg
+
+
+def test_missing_field_points_at_its_block(tmp_path: Path) -> None:
+    err = _error(tmp_path, GOOD.replace("  rate_req_s: 2\n", ""))
+    assert ":12: workload.rate_req_s: Field required" in str(err)
+
+
+def test_cross_checks_with_the_model(tmp_path: Path) -> None:
+    heads = GOOD.replace(
+        "    attn_tp: 8\n    moe_tp: 8", "    gpus_per_node: 6\n    attn_tp: 6\n    moe_tp: 6"
+    )
+    err = _error(tmp_path, heads)
+    assert ":7: deployments[0].attn_tp:" in str(err) and "divisor of 128" in str(err)
+    err = _error(tmp_path, GOOD.replace("prefill: {name: p,", "prefill: {name: p, dsa: 'on',"))
+    assert ":9: deployments[1].prefill.dsa:" in str(err) and "no DSA indexer" in str(err)
+
+
+def test_deployment_names_are_unique_identifiers(tmp_path: Path) -> None:
+    err = _error(tmp_path, GOOD.replace("name: tp8", "name: tp-8"))
+    assert ":5: deployments[0].name:" in str(err) and "'tp_8'" in str(err)
+    err = _error(tmp_path, GOOD.replace("name: pd", "name: tp8"))
+    assert "deployments[1].name='tp8' is used twice" in str(err)
+
+
+def test_unknown_model_lists_catalog(tmp_path: Path) -> None:
+    err = _error(tmp_path, GOOD.replace("model: deepseek-v3", "model: deepseek-v9"))
+    assert ":2: model:" in str(err) and "deepseek-v3" in str(err)
+
+
+def test_yaml_syntax_error_has_a_line() -> None:
+    with pytest.raises(ScenarioError, match=r"x.yaml:3: \(yaml\)"):
+        parse_scenario("name: a\nmodel: b\n  - : [\n", "x.yaml")
+
+
+def test_run_needs_an_end() -> None:
+    with pytest.raises(ScenarioError, match="give duration_s or max_requests"):
+        parse_scenario(GOOD.replace("run: {duration_s: 30, warmup_s: 5, seed: 1}", "run: {}"))
+
+
+def test_trace_path_is_relative_to_the_scenario(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("arrival_s,input_tokens,output_tokens\n0,10,2\n")
+    text = GOOD.replace(
+        "  kind: poisson\n  rate_req_s: 2\n  input: {kind: fixed, tokens: 1000}\n"
+        "  output: {kind: fixed, tokens: 100}\n",
+        "  kind: trace\n  path: t.csv\n",
+    )
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    assert load_scenario(p).workload.path == str(tmp_path / "t.csv")  # type: ignore[union-attr]

@@ -1,0 +1,97 @@
+"""Hand-checkable timelines: fixed step costs give exact TTFT, TPOT and E2E."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fixed_cost import FixedCost, requests, run_trace, unit
+
+from sim.metrics import summarize
+from sim.specs import Deployment, PdDeployment, Slo
+
+
+def test_one_rank_two_requests_exact_timeline() -> None:
+    # step = 10 ms + 0.1 ms per prefill token
+    cost = FixedCost(step_s=0.010, prefill_token_s=1e-4)
+    out = run_trace(unit(), cost, requests((0.0, 100, 3), (0.015, 50, 2)))
+    t = out.table
+    # t=0: prefill r0 (100 tok) 20 ms -> first token 0.020
+    # t=0.020: decode r0 + prefill r1 (50 tok) 15 ms -> r1 first token 0.035
+    # t=0.035: decode r0, r1 10 ms -> both done at 0.045
+    assert t.first_token_s[:2] == pytest.approx([0.020, 0.035])
+    assert t.finish_s[:2] == pytest.approx([0.045, 0.045])
+    assert list(t.generated[:2]) == [3, 2]
+    assert out.end_s == pytest.approx(0.045)
+    res = summarize(out, Slo(ttft_s=1.0, tpot_s=1.0))
+    assert res.ttft_s.mean == pytest.approx(0.020)  # both wait exactly 20 ms
+    assert res.tpot_s.p50 == pytest.approx((0.0125 + 0.010) / 2)  # r0: 25 ms / 2, r1: 10 ms / 1
+    assert res.e2e_s.mean == pytest.approx((0.045 + 0.030) / 2)
+    assert res.requests.completed == 2
+    assert res.output_tok_s == pytest.approx(5 / 0.045)
+    assert out.cluster.pools[0].log.n == 3
+
+
+def test_chunked_prefill_splits_a_long_prompt() -> None:
+    cost = FixedCost(step_s=0.010, prefill_token_s=0.0)
+    out = run_trace(unit(chunked_prefill_tokens=64), cost, requests((0.0, 200, 1)))
+    # 200 prompt tokens in chunks of 64: 4 steps, the first token after the 4th
+    assert out.table.first_token_s[0] == pytest.approx(0.040)
+    assert list(out.cluster.pools[0].log.column("prefill_tokens")) == [64, 64, 64, 8]
+
+
+def test_idle_unit_sleeps_until_next_arrival() -> None:
+    cost = FixedCost(step_s=0.010)
+    out = run_trace(unit(), cost, requests((0.0, 10, 1), (5.0, 10, 1)))
+    assert out.table.first_token_s[1] == pytest.approx(5.010)
+    assert out.cluster.pools[0].log.n == 2  # no steps while idle
+    assert out.events < 20
+
+
+def test_pd_transfer_time_then_decode_pool() -> None:
+    cost = FixedCost(step_s=0.010, prefill_token_s=1e-5, bytes_per_token=1000.0)
+    one = {"nodes": 1, "gpus_per_node": 1}
+    pd = PdDeployment(
+        name="pd",
+        prefill=Deployment(name="p", role="prefill", **one),
+        decode=Deployment(name="d", role="decode", **one),
+    )
+    out = run_trace(pd, cost, requests((0.0, 1000, 3)), nic_gb_s=1.0)
+    # prefill 10 + 10 ms -> first token at 0.020; KV 1000 x 1000 B at 1 GB/s = 1 ms;
+    # two decode steps of 10 ms in the decode pool
+    assert out.table.first_token_s[0] == pytest.approx(0.020)
+    assert out.table.finish_s[0] == pytest.approx(0.041)
+    assert out.cluster.transfer is not None and out.cluster.transfer.total_s == pytest.approx(1e-3)
+    assert [p.log.n for p in out.cluster.pools] == [1, 2]
+
+
+def test_decode_role_requests_arrive_prefilled() -> None:
+    cost = FixedCost(step_s=0.010, prefill_token_s=1.0)  # any prefill would take seconds
+    out = run_trace(unit(role="decode"), cost, requests((0.0, 5000, 4)))
+    assert out.table.first_token_s[0] == pytest.approx(0.010)
+    assert out.table.finish_s[0] == pytest.approx(0.040)
+    assert int(out.cluster.pools[0].log.column("prefill_tokens").sum()) == 0
+
+
+def test_prefill_role_requests_end_at_first_token() -> None:
+    cost = FixedCost(step_s=0.010, prefill_token_s=1e-5)
+    out = run_trace(unit(role="prefill"), cost, requests((0.0, 1000, 50)))
+    assert out.table.finish_s[0] == pytest.approx(0.020)
+    assert out.table.generated[0] == 1
+
+
+def test_lock_step_long_context_slows_every_rank() -> None:
+    # decode only; per-rank attention = 1e-7 s per cached token; step = 10 ms + slowest rank
+    cost = FixedCost(step_s=0.010, kv_token_s=1e-7)
+    dep = unit(ranks=2, role="decode", router="round_robin")
+    both = run_trace(dep, cost, requests((0.0, 100_000, 5), (0.0, 100, 5)))
+    alone = run_trace(dep, cost, requests((0.0, 100, 5)))
+    t = both.table
+    assert both.cluster.pools[0].log.batch_per_rank[0].tolist() == [1, 1]
+    # the short request on rank 1 waits for rank 0's ~10 ms of attention every step
+    short_both = t.finish_s[1] - t.first_token_s[1]
+    short_alone = alone.table.finish_s[0] - alone.table.first_token_s[0]
+    assert short_both == pytest.approx(4 * (0.010 + 100_003 * 1e-7), rel=1e-3)
+    assert short_alone == pytest.approx(4 * (0.010 + 103 * 1e-7), rel=1e-3)
+    assert t.finish_s[0] == pytest.approx(t.finish_s[1])  # both ranks share every step
+    imb = both.cluster.pools[0].log.column("imbalance")
+    assert np.all(imb > 1.99)  # max/mean of (10 ms, ~0.01 ms)
