@@ -12,6 +12,8 @@ from rich.table import Table
 
 from sim import cli_physics
 from sim.catalog import gpu_names, load_gpu, load_model, model_names
+from sim.cli_run import register as register_run
+from sim.io.check import register as register_check
 
 app = typer.Typer(
     name="mlasim",
@@ -96,23 +98,8 @@ def run_app(port: int = typer.Option(8501, help="Local port.")) -> None:
     raise typer.Exit(code=subprocess.call(cmd))
 
 
-def _register_optional() -> None:
-    """Commands whose modules live in other packages (simulation, checks)."""
-    try:
-        from sim.cli_run import register as register_run
-    except ImportError:
-        pass
-    else:
-        register_run(app)
-    try:
-        from sim.io.check import register as register_check
-    except ImportError:
-        pass
-    else:
-        register_check(app)
-
-
-_register_optional()
+register_run(app)
+register_check(app)
 
 
 def main() -> None:

@@ -1,0 +1,121 @@
+"""The `mlasim check` command: a pass/fail table per scenario, then every failure in full."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from sim.io.check import CheckReport, CheckRow, ScenarioReport, check_paths
+
+
+def _counts(rep: ScenarioReport, kind: str) -> str:
+    ok, total = rep.count(kind)
+    return f"{ok}/{total}" if total else "-"
+
+
+def _checks_table(rep: ScenarioReport, rows: list[CheckRow]) -> Table:
+    title = f"{'PASS' if rep.ok else 'FAIL'} {rep.name} ({rep.path})"
+    table = Table(title=title, show_lines=True, title_justify="left")
+    table.add_column("kind")
+    table.add_column("check", overflow="fold", ratio=3)
+    table.add_column("current", justify="right")
+    table.add_column("bound / golden", justify="right")
+    table.add_column("why", overflow="fold", ratio=3)
+    for row in rows:
+        kind = Text(row.kind) if row.ok else Text.assemble(("x ", "red"), row.kind)
+        table.add_row(kind, Text(row.label), row.actual, row.expected, Text(row.detail))
+    return table
+
+
+def render(report: CheckReport, console: Console, *, verbose: bool = False) -> None:
+    """Print the summary table, the failures (both sides' values) and, if asked, every check."""
+    summary = Table(title="mlasim check")
+    summary.add_column("scenario")
+    for col in ("expect", "golden", "wall s"):
+        summary.add_column(col, justify="right")
+    summary.add_column("result")
+    for rep in report.scenarios:
+        errors = rep.count("error")[1]
+        verdict = "[green]PASS[/]" if rep.ok else ("[red]ERROR[/]" if errors else "[red]FAIL[/]")
+        summary.add_row(
+            Text(rep.name),
+            _counts(rep, "expect"),
+            _counts(rep, "golden"),
+            f"{rep.wall_s:.1f}",
+            verdict,
+        )
+    console.print(summary)
+
+    for rep in report.scenarios:
+        rows = [r for r in rep.rows if r.kind != "error" and (verbose or not r.ok)]
+        if rows:
+            console.print(_checks_table(rep, rows))
+        for row in rep.rows:
+            if row.kind == "error":  # multi-line messages (file:line: field: why) read best as text
+                console.print(Text.assemble(("ERROR ", "bold red"), f"{rep.name}: {row.label}"))
+                console.print(Text(row.detail), soft_wrap=True)
+
+    for path in report.skipped:
+        console.print(f"skipped {path}: not a scenario (no deployments/model/workload key)")
+    for path in report.updated:
+        console.print(f"wrote {path}")
+    if report.update_golden:
+        for rep in report.scenarios:
+            if not rep.ok:
+                console.print(f"[yellow]golden of {rep.name} not written: its checks fail[/]")
+    failed = sum(not r.ok for r in report.scenarios)
+    total = len(report.scenarios)
+    if not total:
+        console.print("[red]no scenario files found[/]")
+    elif failed:
+        console.print(f"[red]{failed} of {total} scenarios failed[/]")
+    else:
+        console.print(f"[green]all {total} scenarios passed[/]")
+
+
+def check_command(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Scenario files or folders (searched recursively).", show_default=False
+        ),
+    ] = None,
+    update_golden: Annotated[
+        bool,
+        typer.Option(
+            "--update-golden", help="Rewrite golden summaries of scenarios whose checks pass."
+        ),
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", min=1, help="Scenarios run at once (default: all cores)."),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="List every check, not only failures.")
+    ] = False,
+) -> None:
+    """Run scenario files, evaluate their `expect:` lines and compare golden summaries.
+
+    Exits 1 if any scenario fails, so CI stops on a broken claim.
+    """
+    console = Console()
+    if not console.is_terminal:  # CI logs: wide enough that expressions stay on one line
+        console = Console(width=160)
+    try:
+        report = check_paths(paths or [Path("scenarios")], jobs=jobs, update_golden=update_golden)
+    except FileNotFoundError as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from None
+    render(report, console, verbose=verbose)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `check` command to the `mlasim` CLI."""
+    app.command("check")(check_command)
