@@ -1,0 +1,1 @@
+"""The Streamlit capacity-planning app (run `streamlit run app/streamlit_app.py`)."""

@@ -1,0 +1,65 @@
+"""Per-GPU memory of each deployment, from `sim.cost.memory.plan_memory` (no simulation needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import streamlit as st
+
+from app import charts
+from sim.cost.memory import plan_memory
+from sim.specs import Deployment, GpuSpec, ModelSpec
+from sim.specs.gpu import GB
+
+
+def memory_rows(
+    model: ModelSpec, gpu: GpuSpec, deployments: Sequence[Deployment]
+) -> list[dict[str, Any]]:
+    """GB per GPU by use, with duplicated KV split out (TP ranks store the latent once per GPU)."""
+    rows = []
+    for d in deployments:
+        plan = plan_memory(model, gpu, d, strict=False)
+        pool = plan.kv_pool_bytes_per_gpu / GB
+        unique = pool / plan.kv_dup_factor
+        used = plan.weights_bytes_per_gpu / GB + plan.activation_reserve_bytes_per_gpu / GB + pool
+        rows.append(
+            {
+                "name": d.name,
+                "weights": plan.weights_bytes_per_gpu / GB,
+                "activations": plan.activation_reserve_bytes_per_gpu / GB,
+                "KV (unique)": unique,
+                "KV (duplicated)": pool - unique,
+                "free": max(gpu.hbm_gb - used, 0.0),
+                "kv_dup_factor": plan.kv_dup_factor,
+                "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
+                "kv_capacity_tokens_total": plan.kv_capacity_tokens_total,
+                "fits": plan.kv_capacity_tokens_per_gpu >= d.chunked_prefill_tokens,
+            }
+        )
+    return rows
+
+
+def render_memory(model: ModelSpec, gpu: GpuSpec, deployments: Sequence[Deployment]) -> None:
+    """Stacked bars plus the facts that explain them (duplication factor, distinct capacity)."""
+    rows = memory_rows(model, gpu, deployments)
+    st.plotly_chart(charts.memory_bars(rows), key="mem_fig")
+    st.dataframe(
+        [
+            {
+                "deployment": r["name"],
+                "KV dup factor": r["kv_dup_factor"],
+                "KV bytes/token/GPU": round(r["kv_bytes_per_token_per_gpu"]),
+                "distinct KV tokens (unit)": f"{r['kv_capacity_tokens_total']:,}",
+                "fits": "yes" if r["fits"] else "NO",
+            }
+            for r in rows
+        ],
+        hide_index=True,
+        key="mem_table",
+    )
+    for r in rows:
+        if not r["fits"]:
+            st.warning(
+                f"{r['name']}: weights leave no room for one prefill chunk of KV on {gpu.name}."
+            )

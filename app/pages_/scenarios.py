@@ -1,0 +1,142 @@
+"""Scenarios page: open a study from `scenarios/`, edit its YAML, run it, check its `expect:` lines,
+download the YAML and the results.
+
+The edited text is parsed exactly as `mlasim run` parses a file (`sim.io.scenario_io`), with
+paths relative to the original file's folder, so what runs here runs the same from the CLI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+import yaml
+
+from app import components, export, results_view, runner
+from sim.io import expect
+from sim.io.namespace import ExpectError, build_namespace
+from sim.io.probes import ProbeError, compute_probes
+from sim.io.results_io import results_dict
+from sim.io.scenario_io import ScenarioError, parse_scenario
+from sim.metrics import Results
+from sim.specs.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "scenarios"
+SCENARIO_KEYS = ("deployments", "model", "workload")
+
+
+def scenario_files(folder: Path = SCENARIOS) -> list[Path]:
+    """YAML files under `folder` that look like scenarios (mappings with scenario keys)."""
+    out = []
+    for p in sorted(folder.rglob("*.y*ml")):
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError:
+            data = {"model": None}  # broken files are listed, so their error can be seen
+        if isinstance(data, dict) and any(k in data for k in SCENARIO_KEYS):
+            out.append(p)
+    return out
+
+
+def expectation_rows(text: str, results: Results) -> list[dict[str, Any]]:
+    """Each `expect:` line of the file with its verdict (probes computed as `mlasim check` does)."""
+    raw = yaml.safe_load(text) or {}
+    exprs = raw.get("expect") or []
+    if not exprs:
+        return []
+    try:
+        ns = build_namespace(results_dict(results), compute_probes(raw.get("probes")))
+    except (ExpectError, ProbeError) as exc:
+        return [{"expectation": "(namespace)", "ok": False, "detail": str(exc)}]
+    rows = []
+    for e in exprs:
+        try:
+            ok = expect.check(e, ns)
+            detail = "" if ok else expect.explain(e, ns)
+        except ExpectError as exc:
+            ok, detail = False, str(exc)
+        rows.append({"expectation": e, "ok": ok, "detail": detail})
+    return rows
+
+
+def _summary(sc: Scenario) -> None:
+    st.caption(
+        f"**{sc.name}** · {sc.model} on {sc.gpu} · profile {sc.profile or 'roofline'} · "
+        f"workload {sc.workload.kind} · deployments: {', '.join(d.name for d in sc.deployments)}"
+    )
+    if sc.description:
+        st.markdown(sc.description)
+
+
+def _results(sc: Scenario, text: str) -> None:
+    ran: set[str] = st.session_state.setdefault("sc_ran", set())
+    digest = runner.content_hash(sc)
+    if st.button("Run", type="primary", key="sc_run"):
+        ran.add(digest)
+    if digest not in ran:
+        st.info("Press Run to simulate this scenario.")
+        return
+    try:
+        outcome = runner.run(sc)
+    except Exception as exc:  # any failure of the run is shown in the page, never a traceback
+        components.show_error(exc, "The simulation could not run:")
+        return
+    st.caption(outcome.summary)
+    results_view.show(outcome.results, outcome.samples, key="sc")
+    rows = expectation_rows(text, outcome.results)
+    if rows:
+        passed = sum(r["ok"] for r in rows)
+        st.subheader(f"Expectations: {passed} of {len(rows)} hold")
+        st.dataframe(rows, hide_index=True, key="sc_expect")
+    c1, c2 = st.columns(2)
+    c1.download_button(
+        "results JSON",
+        export.results_json(outcome.results),
+        file_name=f"{sc.name}.json",
+        mime="application/json",
+        key="sc_dl_json",
+    )
+    c2.download_button(
+        "results CSV",
+        export.results_csv(outcome.results),
+        file_name=f"{sc.name}.csv",
+        mime="text/csv",
+        key="sc_dl_csv",
+    )
+
+
+def render() -> None:
+    st.title("Scenarios")
+    runner.pool()  # start the worker processes while the user is still choosing
+    files = scenario_files()
+    if not files:
+        st.info(f"No scenario files under {SCENARIOS}.")
+        return
+    labels = [str(p.relative_to(SCENARIOS)) for p in files]
+    default = labels.index("default.yaml") if "default.yaml" in labels else 0
+    label = st.selectbox("scenario file", labels, index=default, key="sc_file")
+    path = files[labels.index(label)]
+    text = st.text_area(
+        "YAML (edit freely; the file on disk is not changed)",
+        path.read_text(),
+        height=360,
+        key=f"sc_text_{label}",
+    )
+    st.download_button(
+        "download this YAML", text, file_name=path.name, mime="text/yaml", key="sc_dl_yaml"
+    )
+    try:
+        sc = parse_scenario(text, path)
+    except ScenarioError as exc:
+        st.error(
+            "This scenario does not load:\n\n"
+            + "\n\n".join(
+                f"line {p.line}: {p.field}: {p.message}" if p.line else f"{p.field}: {p.message}"
+                for p in exc.problems
+            )
+        )
+        return
+    _summary(sc)
+    _results(sc, text)

@@ -1,0 +1,175 @@
+"""What-if page: one model, GPU and workload; deployments side by side; run and compare.
+
+The page builds a `Scenario` from its widgets (the same spec `mlasim run` reads, and exports it
+as that YAML), shows per-GPU memory at once, and simulates on demand. A load sweep (throughput
+against offered load, points in parallel processes) is a separate button.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app import charts, components, export, inputs, memory_view, results_view, runner, sweep
+from sim.catalog import load_gpu, load_model
+from sim.catalog.profiles import profile_names
+from sim.specs.scenario import Scenario
+
+ROOFLINE = "roofline (GPU datasheet)"
+# The default study's two layouts (scenarios/default.yaml) under a closed loop that reaches
+# steady state in seconds, so the default comparison simulates in about a second.
+DEFAULT: dict[str, Any] = {
+    "name": "what_if",
+    "deployments": [
+        {"name": "tp8", "attn_tp": 8, "moe_tp": 8},
+        {"name": "dp8_ep8", "attn_tp": 1, "moe_ep": 8},
+    ],
+    "workload": {
+        "kind": "closed", "concurrency": 256,
+        "input": {"kind": "fixed", "tokens": 2000}, "output": {"kind": "fixed", "tokens": 200},
+    },
+    "slo": {"ttft_s": 3.0, "tpot_s": 0.1, "percentile": 90.0},
+    "run": {"duration_s": 30.0, "warmup_s": 5.0, "seed": 1},
+}  # fmt: skip
+
+
+def _setup() -> dict[str, Any] | None:
+    """Model, GPU and profile pickers; None until a usable model is chosen."""
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        picked = components.model_picker("wi_model")
+    with c2:
+        gpu = components.gpu_picker("wi_gpu")
+    with c3:
+        names = profile_names()
+        profile = st.selectbox(
+            "calibration profile",
+            [ROOFLINE, *names],
+            key="wi_profile",
+            help=Scenario.model_fields["profile"].description,
+        )
+    if picked is None:
+        return None
+    return {
+        "model": picked[0],
+        "gpu": gpu.name,
+        "profile": None if profile == ROOFLINE else profile,
+    }
+
+
+def _traffic() -> dict[str, Any]:
+    with st.expander("Traffic, SLO and run length", expanded=True):
+        workload = inputs.workload_form(DEFAULT["workload"])
+        return {"workload": workload, **inputs.slo_and_run_form(DEFAULT["slo"], DEFAULT["run"])}
+
+
+def _run_and_show(scenario: Scenario) -> None:
+    ran: set[str] = st.session_state.setdefault("wi_ran", set())
+    digest = runner.content_hash(scenario)
+    if st.button("Run", type="primary", key="wi_run"):
+        ran.add(digest)
+    if digest not in ran:
+        st.info("Press Run to simulate these deployments (results are cached by scenario).")
+        return
+    try:
+        outcome = runner.run(scenario)
+    except Exception as exc:  # any failure of the run is shown in the page, never a traceback
+        components.show_error(exc, "The simulation could not run:")
+        return
+    st.caption(outcome.summary)
+    results_view.show(outcome.results, outcome.samples, key="wi")
+    c1, c2 = st.columns(2)
+    c1.download_button(
+        "results JSON",
+        export.results_json(outcome.results),
+        file_name=f"{scenario.name}.json",
+        mime="application/json",
+        key="wi_dl_json",
+    )
+    c2.download_button(
+        "results CSV",
+        export.results_csv(outcome.results),
+        file_name=f"{scenario.name}.csv",
+        mime="text/csv",
+        key="wi_dl_csv",
+    )
+
+
+def _sweep_section(scenario: Scenario) -> None:
+    st.subheader("Throughput vs offered load")
+    try:
+        field, base = sweep.load_of(scenario)
+    except ValueError as exc:
+        st.info(str(exc))
+        return
+    loads = ", ".join(f"{base * f:g}" for f in sweep.DEFAULT_FACTORS)
+    if not st.button(f"Run load sweep ({field} = {loads})", key="wi_sweep"):
+        return
+    bar = st.progress(0.0, text="waiting for worker processes")
+
+    def on_point(k: int, n: int) -> None:
+        bar.progress(k / n, text=f"{k} of {n} load points done")
+
+    try:
+        curves = sweep.run_sweep(
+            runner.pool().pool,
+            scenario,
+            on_point=on_point,
+        )
+    except Exception as exc:  # shown in the page, never a traceback
+        components.show_error(exc, "The load sweep could not run:")
+        return
+    series = {
+        name: [(p[field], p["output_tok_s_per_gpu"]) for p in pts] for name, pts in curves.items()
+    }
+    st.plotly_chart(
+        charts.throughput_vs_load(series, x_label=field, y_label="output tok/s per GPU"),
+        key="wi_fig_sweep",
+    )
+    st.dataframe(
+        [{"deployment": n, **p} for n, pts in curves.items() for p in pts],
+        hide_index=True,
+        key="wi_sweep_table",
+    )
+
+
+def render() -> None:
+    st.title("What-if")
+    runner.pool()  # start the worker processes while the user is still choosing
+    setup = _setup()
+    if setup is None:
+        return
+    traffic = _traffic()
+    st.subheader("Deployments")
+    count = int(st.number_input("deployments to compare", 2, 4, 2, key="wi_count"))
+    deployments = inputs.deployment_cards(DEFAULT["deployments"], count)
+    valid = [d for d in deployments if d is not None]
+    if len(valid) < len(deployments):
+        st.warning("Fix the deployment inputs above to run.")
+        return
+    raw = {
+        "name": DEFAULT["name"],
+        **setup,
+        **traffic,
+        "deployments": [d.model_dump(mode="json") for d in valid],
+    }
+    scenario = components.validated(Scenario, raw, "The scenario")
+    if not isinstance(scenario, Scenario):
+        return
+    st.subheader("Per-GPU memory")
+    model, gpu = load_model(setup["model"]), load_gpu(setup["gpu"])
+    memory_view.render_memory(model, gpu, valid)
+    if setup["model"].endswith(".json"):
+        st.caption(f"The YAML names the uploaded config by path ({setup['model']}); keep a copy "
+                   "next to the scenario file and point `model:` at it.")  # fmt: skip
+    st.download_button(
+        "scenario YAML (for `mlasim run`)",
+        export.scenario_yaml(scenario),
+        file_name=f"{scenario.name}.yaml",
+        mime="text/yaml",
+        key="wi_dl_yaml",
+    )
+    st.subheader("Results")
+    _run_and_show(scenario)
+    _sweep_section(scenario)

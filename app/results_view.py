@@ -1,0 +1,141 @@
+"""Showing a run: metric cards with deltas, latency CDFs, step-time breakdown, rank imbalance.
+
+Shared by the What-if and Scenarios pages. The first deployment is the baseline of every delta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import streamlit as st
+
+from app import charts
+from sim.metrics import DeploymentResults, Results
+
+
+@dataclass(frozen=True)
+class Card:
+    label: str
+    value: Callable[[DeploymentResults], float | None]
+    fmt: str
+    higher_is_better: bool
+    help: str
+
+
+CARDS = (
+    Card("out tok/s/GPU", lambda d: d.output_tok_s_per_gpu, "{:,.0f}", True,
+         "Generated tokens per second per GPU over the measurement window."),
+    Card("TTFT p90 ms", lambda d: _ms(d.ttft_s.p90), "{:,.0f}", False, "Time to first token."),
+    Card("TPOT p90 ms", lambda d: _ms(d.tpot_s.p90), "{:,.1f}", False,
+         "Time per output token after the first."),
+    Card("goodput req/s", lambda d: d.goodput_req_s, "{:,.2f}", True,
+         "Completed requests per second that met both SLO targets."),
+    Card("KV tokens (distinct)", lambda d: distinct_kv_tokens(d), "{:,.0f}", True,
+         "Distinct tokens the deployment can cache: per attention rank x ranks x replicas."),
+    Card("KV dup factor", lambda d: d.kv_dup_factor, "{:,.0f}", False,
+         "Copies of each cached token inside one attention rank (= attention TP for MLA)."),
+)  # fmt: skip
+
+
+def distinct_kv_tokens(d: DeploymentResults) -> int:
+    """Tokens the serving pool can hold without counting TP copies twice."""
+    pool = d.pools[-1]  # the decode pool of a PD pair; the only pool otherwise
+    return d.kv_capacity_tokens_per_rank * pool.ranks_per_unit * pool.units
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else x * 1e3
+
+
+def card_values(results: Results) -> list[dict[str, float | None]]:
+    """Per deployment, every card's value (the numbers the cards print)."""
+    return [{c.label: c.value(d) for c in CARDS} for d in results.deployments]
+
+
+def _delta(value: float | None, base: float | None) -> str | None:
+    if value is None or base is None or base == 0:
+        return None
+    return f"{(value - base) / abs(base):+.0%} vs baseline"
+
+
+def metric_cards(results: Results) -> None:
+    """One row per deployment, one card per metric; deltas against the first deployment."""
+    deps = results.deployments
+    base = deps[0]
+    for d in deps:
+        st.markdown(f"**{d.name}** · {d.gpus} GPUs" + (" · baseline" if d is base else ""))
+        for col, c in zip(st.columns(len(CARDS)), CARDS, strict=True):
+            v = c.value(d)
+            col.metric(
+                c.label, "-" if v is None else c.fmt.format(v),
+                delta=None if d is base else _delta(v, c.value(base)), help=c.help,
+                delta_color="normal" if c.higher_is_better else "inverse", border=True,
+            )  # fmt: skip
+
+
+def latency_cdfs(samples: Mapping[str, Mapping[str, Sequence[float]]], key: str) -> None:
+    """One CDF at a time (a chart per metric would triple the browser's drawing work)."""
+    metric = (
+        st.segmented_control(
+            "latency", ["TTFT", "TPOT", "E2E"], default="TTFT", key=f"{key}_cdf_metric"
+        )
+        or "TTFT"
+    )
+    per_dep = {name: s.get(metric, []) for name, s in samples.items()}
+    st.plotly_chart(charts.latency_cdf(per_dep, metric=metric), key=f"{key}_cdf")
+
+
+def breakdown(results: Results, key: str) -> None:
+    """Mean step time by op; each op's legend names where its time came from."""
+    per_dep = {d.name: d.step_breakdown_s for d in results.deployments}
+    sources: dict[str, str] = {}
+    for d in results.deployments:
+        for op, src in d.step_sources.items():
+            sources[op] = src if sources.get(op, src) == src else "mixed"
+    st.plotly_chart(charts.step_breakdown(per_dep, sources), key=f"{key}_breakdown")
+
+
+def imbalance(results: Results, key: str) -> None:
+    values = {d.name: d.dp_imbalance or 1.0 for d in results.deployments}
+    st.plotly_chart(
+        charts.bar(
+            values, title="DP-rank imbalance (max/mean attention time)", y_label="ratio", ref=1.0
+        ),
+        key=f"{key}_imbalance",
+    )
+
+
+def details_table(results: Results) -> None:
+    rows = []
+    for d in results.deployments:
+        r = d.requests
+        rows.append(
+            {
+                "deployment": d.name,
+                "GPUs": d.gpus,
+                "step ms": _ms(d.step_time_s),
+                "decode batch/rank": d.decode_batch_per_rank,
+                "KV util": d.kv_utilisation,
+                "MTP accept len": d.mtp_accept_len,
+                "done/arrived": f"{r.completed}/{r.arrived}",
+                "queued": r.queued,
+                "rejected": r.rejected,
+                "SLO met": d.slo_met,
+                "profile": d.profile,
+            }
+        )
+    st.dataframe(rows, hide_index=True, key="results_details")
+
+
+def show(results: Results, samples: Mapping[str, Mapping[str, Sequence[float]]], key: str) -> None:
+    """Everything a run shows, in reading order."""
+    metric_cards(results)
+    st.subheader("Latency distributions")
+    latency_cdfs(samples, key)
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        breakdown(results, key)
+    with c2:
+        imbalance(results, key)
+    details_table(results)

@@ -1,0 +1,100 @@
+"""Worker processes: simulations run off the Streamlit server process, several at a time.
+
+Processes start with 'spawn' (the server is multi-threaded, where fork is unsafe) and import
+the simulator once (`warm_up`), so a run pays no start-up. Every function here that a worker
+calls takes and returns JSON-able values only.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.managers import SyncManager
+from typing import Any
+
+import numpy as np
+
+from sim.engine import Phase, SimOutput
+from sim.specs.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Workers:
+    """A process pool and a manager whose queues carry progress back from the workers."""
+
+    pool: ProcessPoolExecutor
+    manager: SyncManager
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.manager.shutdown()
+
+
+def start(workers: int | None = None) -> Workers:
+    """Start the pool (at most 4 workers, one per core) and warm every worker up."""
+    ctx = multiprocessing.get_context("spawn")
+    n = workers or max(1, min(4, os.cpu_count() or 1))
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+    for _ in range(n):
+        pool.submit(warm_up)
+    manager = SyncManager(ctx=ctx)
+    manager.start()
+    return Workers(pool=pool, manager=manager)
+
+
+def warm_up() -> None:
+    """Import the simulator and read the catalog in a fresh worker, so the first real run does
+    not pay for it."""
+    import sim.catalog.profiles
+    import sim.cost.serving
+    import sim.run  # noqa: F401
+    from sim.catalog import gpu_names, load_gpu, load_model, model_names
+
+    for name in model_names():
+        load_model(name)
+    for name in gpu_names():
+        load_gpu(name)
+
+
+def latency_samples(out: SimOutput) -> dict[str, list[float]]:
+    """Per-request TTFT, TPOT and E2E of requests that arrived after warm-up and completed.
+
+    Same definitions as `sim.metrics.summarize` (which reports only their percentiles).
+    """
+    t, n = out.table, out.table.size
+    arrival, first, finish = t.arrival_s[:n], t.first_token_s[:n], t.finish_s[:n]
+    out_len = t.output_tokens[:n]
+    done = (arrival >= out.warmup_s) & (t.phase[:n] == Phase.DONE)
+    multi = done & (out_len > 1)
+    return {
+        "TTFT": (first - arrival)[done].tolist(),
+        "TPOT": ((finish - first) / np.maximum(out_len - 1, 1))[multi].tolist(),
+        "E2E": (finish - arrival)[done].tolist(),
+    }
+
+
+def simulate(scenario_json: str, progress: Any = None) -> dict[str, Any]:
+    """Results (JSON contract) and per-request latencies of a scenario; `progress`, if given, is
+    a queue that receives (deployment name, fraction of simulated time done)."""
+    from sim.run import simulate_scenario, summarize_scenario
+
+    start_s = time.perf_counter()
+    scenario = Scenario.model_validate_json(scenario_json)
+    tick = None if progress is None else (lambda name, f: progress.put((name, f)))
+    outputs = simulate_scenario(scenario, progress=tick)
+    results = summarize_scenario(scenario, outputs)
+    return {
+        "results": results.model_dump(mode="json"),
+        "samples": {o.deployment.name: latency_samples(o) for o in outputs},
+        "sim_wall_s": time.perf_counter() - start_s,
+    }
+
+
+def run_point(scenario_json: str) -> dict[str, Any]:
+    """A load-sweep point: the results only."""
+    from sim.run import run_scenario
+
+    return run_scenario(Scenario.model_validate_json(scenario_json)).model_dump(mode="json")
