@@ -197,8 +197,8 @@ def deepep(notes: list[str]) -> list[OpTable]:
     """ep_dispatch / ep_combine from DeepEP's H800 figures: EP8 over NVLink, larger EP over RDMA.
 
     Low-latency latencies are as published. Normal-kernel latencies are op_work bytes divided by
-    the published bandwidth (DeepEP counts internode bytes after per-node deduplication, so
-    these are approximate).
+    the published bandwidth, counted as DeepEP counts them: NVLink bytes per selected expert
+    inside a node, RDMA bytes once per distinct remote node across nodes.
     """
     base: dict[str, KeyValue] = {"hidden": fig.DEEPEP_HIDDEN, "topk": fig.DEEPEP_TOPK}
     tables = []
@@ -207,7 +207,8 @@ def deepep(notes: list[str]) -> list[OpTable]:
         normal = {}
         for ep, bandwidths in fig.DEEPEP_NORMAL.items():
             attrs = {**base, "tokens_per_rank": fig.DEEPEP_NORMAL_TOKENS_PER_RANK}
-            _, nbytes = op_work(op, {**attrs, "ep": ep, "mode": "normal", "link": "-"})
+            link = "nvlink" if ep == 8 else "rdma"
+            _, nbytes = op_work(op, {**attrs, "ep": ep, "mode": "normal", "link": link})
             normal[ep] = nbytes / (bandwidths[column] * 1e9) * 1e6
         for mode, tokens, lat in (
             ("low_latency", fig.DEEPEP_LL_TOKENS_PER_RANK, low),
@@ -238,7 +239,8 @@ def deepep(notes: list[str]) -> list[OpTable]:
                 link_bytes_per_s=fig.H800_RDMA_BYTES_PER_S,
             )
     notes.append(
-        "ep_* normal-mode latencies = op_work bytes / DeepEP's published bandwidth (approximate "
-        "internode: DeepEP deduplicates per node); low-latency ones are DeepEP's own"
+        "ep_* normal-mode latencies = op_work bytes / DeepEP's published bandwidth (internode "
+        "bytes deduplicated per remote node, as DeepEP counts them); low-latency ones are "
+        "DeepEP's own"
     )
     return tables

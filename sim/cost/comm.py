@@ -43,18 +43,36 @@ def allgather_bytes(tokens: float, hidden: int, group: int) -> float:
     return (group - 1) * tokens * hidden * BF16
 
 
-def dispatch_bytes(tokens: float, hidden: int, top_k: int, ep: int) -> float:
-    """Bytes one GPU sends dispatching its tokens to remote experts (FP8)."""
+def remote_copies(
+    top_k: int, ep: int, gpus_per_node: int, mode: str, max_nodes: int | None = None
+) -> float:
+    """Copies of one token that leave its GPU for expert parallelism.
+
+    Low-latency kernels (decode) send the token to each selected expert's GPU: top_k (ep-1)/ep.
+    Normal kernels (prefill) across nodes send it once per distinct remote node over RDMA and
+    forward it inside the node over NVLink: with `nodes` nodes and top_k uniform picks,
+    nodes (1 - (1 - 1/nodes)^top_k) distinct nodes (at most `max_nodes` under group-limited
+    routing), (nodes - 1)/nodes of them remote.
+    """
     if ep <= 1:
         return 0.0
-    return tokens * top_k * (ep - 1) / ep * hidden * FP8_DISPATCH_BYTES_PER_ELEM
+    nodes = ep // gpus_per_node
+    if mode == "normal" and nodes > 1:
+        distinct = nodes * (1.0 - (1.0 - 1.0 / nodes) ** top_k)
+        if max_nodes is not None:
+            distinct = min(distinct, float(max_nodes))
+        return distinct * (nodes - 1) / nodes
+    return top_k * (ep - 1) / ep
 
 
-def combine_bytes(tokens: float, hidden: int, top_k: int, ep: int) -> float:
+def dispatch_bytes(tokens: float, hidden: int, copies: float) -> float:
+    """Bytes one GPU sends dispatching its tokens' `copies` each (FP8 + scales)."""
+    return tokens * copies * hidden * FP8_DISPATCH_BYTES_PER_ELEM
+
+
+def combine_bytes(tokens: float, hidden: int, copies: float) -> float:
     """Bytes one GPU receives combining expert outputs back (BF16)."""
-    if ep <= 1:
-        return 0.0
-    return tokens * top_k * (ep - 1) / ep * hidden * BF16
+    return tokens * copies * hidden * BF16
 
 
 def ep_link(gpu: GpuSpec, d: Deployment) -> Link:

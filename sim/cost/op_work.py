@@ -16,7 +16,8 @@ P = causal pairs from `sim.cost.mla.causal_pairs`):
   sparse latencies are flat below kv_len = topk).
 - dsa_indexer_*: FP8 keys plus an fp32 scale per cached token.
 - ep_dispatch: FP8 tokens plus one fp32 scale per 128 values; ep_combine: BF16. Bytes are per
-  rank, sent over the link; comm ops have no FLOPs.
+  rank, sent over the link; comm ops have no FLOPs. One copy per selected expert, except normal
+  (prefill) kernels over RDMA: one copy per distinct remote node (`comm.remote_copies`).
 - all_reduce (ring): 2(g-1)/g x bytes; all_gather, all_to_all: (g-1)/g x bytes, where `bytes` is
   the full tensor (all ranks' shares).
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sim.cost import mla
+from sim.cost.comm import remote_copies
 from sim.specs.model import MlaSpec
 from sim.specs.profile import OP_ATTRIBUTES, check_op
 
@@ -82,7 +84,12 @@ def op_work(
     if op == "elementwise":
         return 0.0, 2 * BF16 * f("tokens") * f("width")
     if op in ("ep_dispatch", "ep_combine"):
-        values = f("tokens_per_rank") * f("topk") * f("hidden")
+        copies = f("topk")
+        if attrs["mode"] == "normal" and attrs["link"] == "rdma":
+            # DeepEP's normal kernels send a token once per remote node (8 GPUs per node,
+            # at most 4 nodes per token in its benchmark) and forward it over NVLink
+            copies = remote_copies(int(copies), int(f("ep")), 8, "normal", max_nodes=4)
+        values = f("tokens_per_rank") * copies * f("hidden")
         per_value = 1.0 + 4.0 / FP8_SCALE_GROUP if op == "ep_dispatch" else BF16
         return 0.0, values * per_value
     if op in ("all_reduce", "all_gather", "all_to_all"):

@@ -48,6 +48,8 @@ def model_from_hf_config(cfg: dict[str, Any], name: str) -> ModelSpec:
         moe_intermediate_size=int(_need(cfg, "moe_intermediate_size", name)),
         first_dense_layers=int(cfg.get("first_k_dense_replace", 0)),
         dense_intermediate_size=int(cfg.get("intermediate_size", cfg["moe_intermediate_size"])),
+        expert_groups=int(cfg.get("n_group", 1) or 1),
+        groups_per_token=int(cfg.get("topk_group", cfg.get("n_group", 1)) or 1),
     )
     dsa = None
     if cfg.get("index_topk"):

@@ -45,6 +45,12 @@ class MoeSpec(Spec):
     moe_intermediate_size: int = Field(ge=1, description="Intermediate width of one expert.")
     first_dense_layers: int = Field(ge=0, description="Leading layers with a dense MLP instead.")
     dense_intermediate_size: int = Field(ge=1, description="Intermediate width of dense MLPs.")
+    expert_groups: int = Field(
+        default=1, ge=1, description="Expert groups for group-limited routing (n_group)."
+    )
+    groups_per_token: int = Field(
+        default=1, ge=1, description="Groups a token's experts may come from (topk_group)."
+    )
 
 
 class DsaSpec(Spec):
