@@ -33,6 +33,7 @@ from sim.cost.memory import (
     kv_bytes_per_token_layer,
     plan_memory,
 )
+from sim.cost.overlap import NORMAL_KERNEL_SM_SHARE, two_batch_step
 from sim.cost.pricing import Pricer, combine, scale
 from sim.cost.roofline import OpEstimator, RooflineCost
 from sim.specs.deployment import Deployment
@@ -319,20 +320,25 @@ class ServingCostModel:
         if d.ep > 1:
             per_gpu = rank_tokens / d.attn_tp
             link = comm.ep_link(g, d)
-            k_top = m.moe.experts_per_token
+            moe = m.moe
+            mode = "low_latency" if decode_only else "normal"
+            cap = moe.groups_per_token if moe.expert_groups > 1 else None
+            copies = comm.remote_copies(
+                moe.experts_per_token, d.ep, d.gpus_per_node, mode, max_nodes=cap
+            )
             attrs = {
                 "tokens_per_rank": max(per_gpu, 1.0),
                 "ep": d.ep,
-                "mode": "low_latency" if decode_only else "normal",
+                "mode": mode,
                 "link": link.name,
                 "hidden": h,
-                "topk": k_top,
+                "topk": moe.experts_per_token,
             }
             for op, fn in (
                 ("ep_dispatch", comm.dispatch_bytes),
                 ("ep_combine", comm.combine_bytes),
             ):
-                b = fn(per_gpu, h, k_top, d.ep)
+                b = fn(per_gpu, h, copies)
                 ops[op] = scale(pr.link(op, attrs, b, link.bytes_per_s), m.moe_layers)
         return ops
 
@@ -344,11 +350,14 @@ class ServingCostModel:
         rank_total: float,
         unit_ops: dict[str, OpTime],
     ) -> float:
-        """Time two micro-batches save (negative when splitting costs more than it hides)."""
+        """Time two micro-batches save (negative when splitting costs more than it hides).
+
+        Each half re-prices the routed experts and the communication at half the tokens (the
+        expert weights are read twice); attention work halves. The halves are then scheduled
+        layer by layer on a compute and a communication stream (`sim.cost.overlap`).
+        """
         m = self.model
         decode_only = bool(batch.is_decode.all())
-        ep_comm = comm_time(unit_ops)
-        compute = rank_total + unit_ops["moe_routed"].seconds
         half = np.array([float(tokens_r.sum()) / 2, float(tokens_r[crit]) / 2])
         key = ("half", decode_only, *_buckets(half))
         hit = self._unit_memo.get(key)
@@ -356,10 +365,16 @@ class ServingCostModel:
             hit = {"moe_routed": self._routed_moe(float(half[0]), decode_only)}
             hit.update(self._comm_ops(float(half[1]), decode_only))
             self._unit_memo[key] = hit
-        half_moe = hit["moe_routed"].seconds * m.moe_layers
-        half_comm = comm_time(hit)
-        overlapped = 2.0 * max(rank_total / 2 + half_moe, half_comm)
-        return compute + ep_comm - overlapped
+        layers = m.moe_layers
+        # compute sharing SMs with DeepEP's normal kernels runs on the SMs they leave free
+        slow = 1.0 if decode_only else 1.0 / (1.0 - NORMAL_KERNEL_SM_SHARE)
+        attn = rank_total / 2 / layers * slow
+        moe = hit["moe_routed"].seconds * slow
+        dispatch = hit["ep_dispatch"].seconds / layers
+        combine = hit["ep_combine"].seconds / layers
+        overlapped = two_batch_step(attn, dispatch, moe, combine, layers)
+        serial = rank_total + unit_ops["moe_routed"].seconds + comm_time(unit_ops)
+        return serial - overlapped
 
 
 def _buckets(x: np.ndarray) -> np.ndarray:
