@@ -27,12 +27,22 @@ ProgressFn = Callable[[str, float], None]  # (deployment name, fraction of the r
 def default_cost_factory(
     model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile: object | None
 ) -> ServingCost:
+    """`ServingCostModel`; a profile measured on another GPU lends its efficiencies to `gpu`'s
+    roofline (every table estimate is then marked extrapolated)."""
     from sim.cost.serving import ServingCostModel  # the cost model is only needed to run
+    from sim.specs.profile import Profile
 
-    return ServingCostModel(model, gpu, deployment, profile)  # type: ignore[arg-type]
+    if profile is not None and not isinstance(profile, Profile):
+        raise TypeError(f"profile must be a Profile, got {type(profile).__name__}")
+    measured_on = None
+    if profile is not None and profile.device.gpu and profile.device.gpu != gpu.name:
+        measured_on = load_gpu(profile.device.gpu)
+    return ServingCostModel(model, gpu, deployment, profile, profile_gpu=measured_on)
 
 
 def load_profile_for(scenario: Scenario) -> object | None:
+    """The scenario's profile by name or path; `null` prices every op on the GPU's datasheet
+    roofline (efficiency 1, no launch cost), labelled "roofline"."""
     if scenario.profile is None:
         return None
     from sim.catalog.profiles import load_profile

@@ -26,11 +26,11 @@ DEFAULT: dict[str, Any] = {
         {"name": "dp8_ep8", "attn_tp": 1, "moe_ep": 8},
     ],
     "workload": {
-        "kind": "closed", "concurrency": 256,
+        "kind": "closed", "concurrency": 128,
         "input": {"kind": "fixed", "tokens": 2000}, "output": {"kind": "fixed", "tokens": 200},
     },
     "slo": {"ttft_s": 3.0, "tpot_s": 0.1, "percentile": 90.0},
-    "run": {"duration_s": 30.0, "warmup_s": 5.0, "seed": 1},
+    "run": {"duration_s": 60.0, "warmup_s": 10.0, "seed": 1},
 }  # fmt: skip
 
 

@@ -105,7 +105,8 @@ class Scenario(Spec):
     gpu: str = Field(description="Catalog GPU name ('h200') or a GPU YAML path.")
     profile: str | None = Field(
         default=None,
-        description="Calibration profile name or path (default: the GPU's roofline).",
+        description="Calibration profile name or path (e.g. 'h800-published', 'h200-roofline' "
+        "with efficiencies from published kernels); null: the GPU's bare datasheet roofline.",
     )
     deployments: list[AnyDeployment] = Field(
         min_length=1, description="Layouts to compare; PD entries have prefill/decode keys."

@@ -9,6 +9,7 @@ from app_helpers import array, figures, open_page
 from streamlit.testing.v1 import AppTest
 
 from app import components, export
+from app.pages_.whatif import DEFAULT
 from sim.catalog import CATALOG_DIR
 from sim.io.scenario_io import parse_scenario
 
@@ -124,7 +125,8 @@ def test_load_sweep_button() -> None:
     )
     assert [t["name"] for t in fig["data"]] == ["tp8", "dp8_ep8"]
     for trace in fig["data"]:
-        assert array(trace, "x") == [128.0, 256.0, 384.0, 512.0]  # concurrency x 0.5 .. 2
+        base = DEFAULT["workload"]["concurrency"]
+        assert array(trace, "x") == [base * f for f in (0.5, 1.0, 1.5, 2.0)]  # load x 0.5 .. 2
         assert all(y > 0 for y in array(trace, "y"))
 
 
