@@ -30,7 +30,7 @@ DEFAULT: dict[str, Any] = {
         "input": {"kind": "fixed", "tokens": 2000}, "output": {"kind": "fixed", "tokens": 200},
     },
     "slo": {"ttft_s": 3.0, "tpot_s": 0.1, "percentile": 90.0},
-    "run": {"duration_s": 60.0, "warmup_s": 10.0, "seed": 1},
+    "run": {"duration_s": 40.0, "warmup_s": 8.0, "seed": 1},
 }  # fmt: skip
 
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One prepared run of the calibration on a CUDA machine (e.g. a lent H200), writing under $OUT:
+#   h200-measured.json (the profile), h200-measured-report.txt, gpu-tests.txt, calibrate.log.
+#
+# The machine needs torch with CUDA, numpy, pyyaml, rich and pydantic. Where pydantic is missing,
+# fetch its wheels beside the repo first (here, on a machine that reaches PyPI) into .whl/:
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#     --implementation cp --platform manylinux_2_17_x86_64 -d .whl \
+#     pydantic pydantic-core annotated-types typing-inspection
+# and carry `.whl` with the run; this script installs whatever lies in .whl/.
+#
+# Usage (repo root): OUT=/some/dir bash tools/gpu_calibrate.sh [NAME]   (NAME default h200-measured)
+set -euo pipefail
+name="${1:-h200-measured}"
+out="${OUT:?set OUT to the folder that receives the profile}"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
+fi
+export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
+# the GPU-marked tests first: correctness of absorb vs expand on this device's kernels
+python3 -m pytest tests/calib -m gpu -q -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.txt" || true
+timeout 420 python3 -m kernels_calib --device cuda --out "$out/$name.json" 2>&1 | tee "$out/calibrate.log"
+python3 -m kernels_calib report "$out/$name.json" --all > "$out/$name-report.txt" 2>&1
+tail -n 40 "$out/$name-report.txt"
