@@ -276,10 +276,11 @@ class ServingCostModel:
         """Unit-wide ops (routed experts, communication), memoised per 2^(1/16) token bucket."""
         decode_only = bool(batch.is_decode.all())
         n_dec = float(batch.is_decode.sum())
-        key = (decode_only, *_buckets(np.array([float(tokens_r.sum()), crit_tokens, n_dec])))
+        total = float(tokens_r.sum())
+        key = (decode_only, _bucket(total), _bucket(crit_tokens), _bucket(n_dec))
         hit = self._unit_memo.get(key)
         if hit is None:
-            hit = self._unit_ops_uncached(float(tokens_r.sum()), crit_tokens, decode_only, n_dec)
+            hit = self._unit_ops_uncached(total, crit_tokens, decode_only, n_dec)
             if len(self._unit_memo) > 100_000:
                 self._unit_memo.clear()
             self._unit_memo[key] = hit
@@ -358,8 +359,8 @@ class ServingCostModel:
         """
         m = self.model
         decode_only = bool(batch.is_decode.all())
-        half = np.array([float(tokens_r.sum()) / 2, float(tokens_r[crit]) / 2])
-        key = ("half", decode_only, *_buckets(half))
+        half = (float(tokens_r.sum()) / 2, float(tokens_r[crit]) / 2)
+        key = ("half", decode_only, _bucket(half[0]), _bucket(half[1]))
         hit = self._unit_memo.get(key)
         if hit is None:
             hit = {"moe_routed": self._routed_moe(float(half[0]), decode_only)}
@@ -375,6 +376,11 @@ class ServingCostModel:
         overlapped = two_batch_step(attn, dispatch, moe, combine, layers)
         serial = rank_total + unit_ops["moe_routed"].seconds + comm_time(unit_ops)
         return serial - overlapped
+
+
+def _bucket(x: float) -> int:
+    """Integer 2^(1/16) bucket of a positive number (0 and below: -1)."""
+    return round(math.log2(x) * 16) if x > 0 else -1
 
 
 def _buckets(x: np.ndarray) -> np.ndarray:

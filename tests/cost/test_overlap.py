@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.cost.overlap import two_batch_step
+from sim.cost.overlap import _schedule, two_batch_step
 
 
 def test_no_communication_is_just_compute() -> None:
@@ -23,9 +23,29 @@ def test_comm_bound_approaches_comm_time() -> None:
     assert t == pytest.approx(50 * 4.0, rel=0.01)
 
 
-@given(st.floats(0.0, 5.0), st.floats(0.0, 5.0), st.floats(0.0, 5.0), st.floats(0.0, 5.0),
-       st.integers(1, 8))
+@given(
+    st.floats(0.0, 5.0),
+    st.floats(0.0, 5.0),
+    st.floats(0.0, 5.0),
+    st.floats(0.0, 5.0),
+    st.integers(1, 8),
+)
 def test_between_overlap_bound_and_serial(a: float, d: float, m: float, c: float, n: int) -> None:
     t = two_batch_step(a, d, m, c, n)
     compute, comm = n * 2 * (a + m), n * 2 * (d + c)
     assert max(compute, comm) - 1e-9 <= t <= compute + comm + 1e-9
+
+
+@given(
+    st.floats(0.0, 5.0),
+    st.floats(0.0, 5.0),
+    st.floats(0.0, 5.0),
+    st.floats(0.0, 5.0),
+    st.integers(1, 120),
+)
+def test_periodic_extrapolation_equals_the_full_schedule(
+    a: float, d: float, m: float, c: float, n: int
+) -> None:
+    assert two_batch_step(a, d, m, c, n) == pytest.approx(
+        _schedule(a, d, m, c, n), rel=1e-9, abs=1e-12
+    )
