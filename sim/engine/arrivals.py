@@ -81,6 +81,8 @@ def open_loop(
 class ScheduledFeed:
     """Arrivals known in advance (open loop, trace); `prefilled` for a standalone decode pool."""
 
+    fresh = True  # pop_until returns new table rows, consecutive and ascending
+
     def __init__(self, batch: Batch, *, prefilled: bool = False) -> None:
         self.batch = batch
         self.prefilled = prefilled
@@ -113,6 +115,8 @@ class ClosedLoopFeed:
     With `pin_ranks`, the initial requests are spread evenly over the ranks and each replacement
     is pinned to the home rank of the request it replaces; otherwise the router places it.
     """
+
+    fresh = True  # pop_until returns new table rows, consecutive and ascending
 
     def __init__(
         self,
@@ -182,6 +186,8 @@ class ClosedLoopFeed:
 
 class TransferFeed:
     """PD: requests whose KV is on its way to the decode pool, released when it lands."""
+
+    fresh = False  # pop_until returns earlier requests, in order of arrival
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int]] = []

@@ -17,6 +17,7 @@ import simpy
 
 from sim.cost.batch import ServingCost
 from sim.engine.arrivals import ClosedLoopFeed, ScheduledFeed, TransferFeed
+from sim.engine.mtp import DrawStream
 from sim.engine.pd import KvTransfer
 from sim.engine.pool import AfterPrefill, Pool
 from sim.engine.requests import RequestTable
@@ -59,7 +60,7 @@ def _pool(
     cost: ServingCost,
     table: RequestTable,
     feed: EntryFeed | TransferFeed,
-    rng: np.random.Generator,
+    rng: np.random.Generator | DrawStream,
     after: AfterPrefill,
     first_token_in_decode: bool = False,
 ) -> tuple[Pool, list[Unit]]:
@@ -83,13 +84,17 @@ def build_cluster(
     nic_gb_s: float,
 ) -> Cluster:
     """Pools and units for `dep`; the units' processes are started on `env`."""
+    # the engine generator is only drawn from through one stream that both PD pools share
+    draws: np.random.Generator | DrawStream = DrawStream(rng) if DrawStream.supports(rng) else rng
     if isinstance(dep, PdDeployment):
         _check_router(dep.prefill, f"{dep.name}.prefill")
         _check_router(dep.decode, f"{dep.name}.decode")
         pre_cost, dec_cost = cost_for(dep.prefill), cost_for(dep.decode)
         xfeed = TransferFeed()
-        pre, pre_units = _pool(env, "prefill", dep.prefill, pre_cost, table, feed, rng, "transfer")
-        dec, dec_units = _pool(env, "decode", dep.decode, dec_cost, table, xfeed, rng, "decode")
+        pre, pre_units = _pool(
+            env, "prefill", dep.prefill, pre_cost, table, feed, draws, "transfer"
+        )
+        dec, dec_units = _pool(env, "decode", dep.decode, dec_cost, table, xfeed, draws, "decode")
         gb_s = dep.kv_transfer_gb_s or nic_gb_s
         link = KvTransfer(
             table, xfeed, kv_bytes_per_token=pre_cost.kv_bytes_per_token,
@@ -104,7 +109,7 @@ def build_cluster(
         _check_router(dep, dep.name)
         after: AfterPrefill = "done" if dep.role == "prefill" else "decode"
         pool, units = _pool(
-            env, dep.name, dep, cost_for(dep), table, feed, rng, after,
+            env, dep.name, dep, cost_for(dep), table, feed, draws, after,
             first_token_in_decode=dep.role == "decode",
         )  # fmt: skip
         cluster = Cluster(pools=[pool], units=units, entry=pool, exit=pool, transfer=None)

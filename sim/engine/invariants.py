@@ -6,6 +6,8 @@
 - KV in use never above capacity (high-water mark), and the pools' page counters equal the pages
   the requests on each rank hold.
 - Router load counters equal the work actually left on each rank.
+- Each unit's running-set counters (requests per rank, requests in prefill) and derived columns
+  (KV tokens, page room) equal a fresh count from the requests it holds.
 - Simulated time only moved forward: each unit's steps start in order and never overlap.
 """
 
@@ -93,6 +95,24 @@ def check_kv(cluster: Cluster, table: RequestTable) -> None:
             raise InvariantError(f"{pool.name}: router load counters disagree with work left")
 
 
+def check_running(cluster: Cluster, table: RequestTable) -> None:
+    """Each unit's running-set counters and derived columns equal a fresh recount."""
+    for u in cluster.units:
+        rs, pool = u.rs, u.pool
+        name = f"{pool.name} unit {u.index}"
+        if not np.array_equal(rs.per_rank, np.bincount(rs.rank, minlength=pool.ranks_per_unit)):
+            raise InvariantError(f"{name}: per-rank request counts disagree with the requests")
+        if rs.n_prefill != int((~rs.is_decode).sum()):
+            raise InvariantError(f"{name}: the count of requests in prefill is off")
+        kv = pool.kv
+        if not np.array_equal(rs.room, rs.pages * kv.page_tokens - kv.state_tokens):
+            raise InvariantError(f"{name}: the room of the requests' KV pages is off")
+        ids, dec = rs.ids, rs.is_decode  # generated tokens were synced from `left`
+        ctx = table.input_tokens[ids] + table.generated[ids] + pool.draft_tokens
+        if not np.array_equal(rs.kv[dec], ctx[dec]):
+            raise InvariantError(f"{name}: running requests' KV tokens disagree with the table")
+
+
 def check_time(cluster: Cluster, end_s: float) -> None:
     for pool in cluster.pools:
         log = pool.log
@@ -110,5 +130,6 @@ def check_time(cluster: Cluster, end_s: float) -> None:
 def check_all(cluster: Cluster, table: RequestTable, arrived: int, end_s: float) -> RequestCounts:
     counts = count_requests(cluster, table, arrived)
     check_kv(cluster, table)
+    check_running(cluster, table)
     check_time(cluster, end_s)
     return counts

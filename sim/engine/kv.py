@@ -6,13 +6,16 @@ import numpy as np
 
 from sim.engine.requests import EngineError, IntArray
 
+_NONE = np.zeros(0, dtype=np.int64)
+_NONE.flags.writeable = False
+
 
 class KvPages:
     """Page accounting for every rank of one pool (all units and replicas).
 
     A request holds `ceil((tokens + state_tokens) / page_tokens)` pages, where `state_tokens` is
     a linear-attention model's fixed per-request state in KV-token units. `used` only changes
-    through `take`/`give`, which also keep the peak, checked against capacity at the end.
+    through `take`/`grow`/`give`, which also keep the peak, checked against capacity at the end.
     """
 
     def __init__(
@@ -26,10 +29,16 @@ class KvPages:
         self.used = np.zeros(num_ranks, dtype=np.int64)
         self.peak_pages = 0
 
+    @property
+    def max_tokens(self) -> int:
+        """The most cached tokens one request can hold on a rank (its pages fill the rank)."""
+        return self.capacity_pages * self.page_tokens - self.state_tokens
+
     def pages_for(self, tokens: IntArray | int) -> IntArray:
         """Pages that requests with `tokens` cached tokens hold (vectorised)."""
-        t = np.asarray(tokens, dtype=np.int64) + self.state_tokens
-        return -(-t // self.page_tokens)  # type: ignore[no-any-return]
+        # ceil((t + state) / page) as one floor division (exact for every integer t)
+        t = np.asarray(tokens, dtype=np.int64)
+        return (t + (self.state_tokens + self.page_tokens - 1)) // self.page_tokens  # type: ignore[no-any-return]
 
     def free(self, ranks: slice | IntArray) -> IntArray:
         return self.capacity_pages - self.used[ranks]  # type: ignore[no-any-return]
@@ -46,18 +55,19 @@ class KvPages:
                 f"rank {r} holds {top} KV pages, above its capacity {self.capacity_pages}"
             )
 
-    def take_dense(self, lo: int, per_rank: IntArray) -> None:
-        """Add a per-rank vector to ranks lo .. lo + len - 1 (one unit's ranks)."""
-        seg = self.used[lo : lo + per_rank.shape[0]]
-        seg += per_rank
-        top = int(seg.max()) if seg.size else 0
+    def grow(self, lo: int, num: int, ranks: IntArray, pages: IntArray) -> IntArray:
+        """Add `pages[i]` to rank lo + `ranks[i]` unless a rank of lo .. lo + num - 1 would
+        overflow: then change nothing and return those ranks (relative to lo), else none."""
+        seg = self.used[lo : lo + num]
+        after = seg.copy()
+        np.add.at(after, ranks, pages)
+        top = int(after.max()) if after.size else 0
+        if top > self.capacity_pages:
+            return (after > self.capacity_pages).nonzero()[0]  # type: ignore[no-any-return]
+        seg[:] = after
         if top > self.peak_pages:
             self.peak_pages = top
-        if top > self.capacity_pages:
-            raise EngineError(
-                f"rank {lo + int(np.argmax(seg))} holds {top} KV pages, above its capacity "
-                f"{self.capacity_pages}"
-            )
+        return _NONE
 
     def give(self, ranks: IntArray, pages: IntArray) -> None:
         np.subtract.at(self.used, ranks, pages)

@@ -7,8 +7,7 @@ Per-request timestamps (arrival, first token, finish) live in the `RequestTable`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,8 +29,7 @@ _SCALARS: dict[str, type] = {
 }
 
 
-@dataclass(frozen=True)
-class StepRecord:
+class StepRecord(NamedTuple):
     """What a unit reports after one step (cost as priced, counts as executed)."""
 
     unit: int
@@ -43,6 +41,26 @@ class StepRecord:
     output_tokens: int
     accept_tokens: int
     kv_pages: int
+
+
+def rank_imbalance(rank_attention_s: NDArray[np.float64]) -> float:
+    """`StepCost.rank_imbalance` (max / mean, 1.0 when idle) without `np.mean`'s call overhead.
+
+    `x.sum() / x.size` is the same pairwise sum and the same division `np.mean` performs.
+    """
+    x, n = rank_attention_s, rank_attention_s.size
+    if x.dtype != np.float64:  # np.mean accumulates other dtypes differently
+        mean = float(x.mean()) if n else 0.0
+    else:
+        mean = float(x.sum()) / n if n else 0.0
+    return float(x.max()) / mean if mean > 0 else 1.0
+
+
+def _grown(a: NDArray[Any], cap: int, n: int) -> NDArray[Any]:
+    """`a` with room for `cap` rows, its first `n` rows kept and the rest zero."""
+    b = np.zeros((cap, *a.shape[1:]), dtype=a.dtype)
+    b[:n] = a[:n]
+    return b
 
 
 class StepLog:
@@ -59,22 +77,24 @@ class StepLog:
         self.op_names: list[str] = []
         self._op_index: dict[str, int] = {}
         self._ops = np.zeros((capacity, 0), dtype=np.float64)
-        self._src = np.full((capacity, 0), -1, dtype=np.int8)  # source code; -1 = op absent
+        self._src = np.zeros((capacity, 0), dtype=np.int8)  # source code + 1; 0 = op absent
         self.source_names: list[str] = []
         self._source_code: dict[str, int] = {}
         self.op_extrapolated: dict[str, bool] = {}
         self._last_names: tuple[str, ...] = ()
         self._last_cols = np.zeros(0, dtype=np.int64)
+        self._last_sources: list[str] = []
+        self._last_codes = np.zeros(0, dtype=np.int8)
 
     def _grow(self) -> None:
-        cap = self._cap * 2
+        # fresh zeroed memory is mapped lazily: only the rows copied here and appended later
+        # are ever touched (no zero-filling of the new half)
+        cap, n = self._cap * 2, self.n
         for k, a in self._cols.items():
-            b = np.zeros(cap, dtype=a.dtype)
-            b[: self.n] = a[: self.n]
-            self._cols[k] = b
-        self._batch = np.concatenate([self._batch, np.zeros_like(self._batch)])
-        self._ops = np.concatenate([self._ops, np.zeros_like(self._ops)])
-        self._src = np.concatenate([self._src, np.full_like(self._src, -1)])
+            self._cols[k] = _grown(a, cap, n)
+        self._batch, self._ops, self._src = (
+            _grown(self._batch, cap, n), _grown(self._ops, cap, n), _grown(self._src, cap, n),
+        )  # fmt: skip
         self._cap = cap
 
     def _op_column(self, name: str) -> int:
@@ -84,7 +104,7 @@ class StepLog:
             self.op_names.append(name)
             self._op_index[name] = j
             self._ops = np.concatenate([self._ops, np.zeros((self._cap, 1))], axis=1)
-            self._src = np.concatenate([self._src, np.full((self._cap, 1), -1, np.int8)], axis=1)
+            self._src = np.concatenate([self._src, np.zeros((self._cap, 1), np.int8)], axis=1)
             self.op_extrapolated[name] = False
         return j
 
@@ -107,18 +127,27 @@ class StepLog:
         c["prefill_tokens"][i] = rec.prefill_tokens
         c["output_tokens"][i] = rec.output_tokens
         c["accept_tokens"][i] = rec.accept_tokens
-        c["imbalance"][i] = cost.rank_imbalance
+        c["imbalance"][i] = rank_imbalance(cost.rank_attention_s)
         c["kv_pages"][i] = rec.kv_pages
         c["overlap_saved_s"][i] = cost.overlap_saved_s
         self._batch[i] = rec.batch_per_rank
+        seconds: list[float] = []
+        sources: list[str] = []
+        extrapolated = False
+        for op in cost.ops.values():
+            seconds.append(op.seconds)
+            sources.append(op.source)
+            extrapolated |= op.extrapolated
         names = tuple(cost.ops)
         if names != self._last_names:  # op set changed: look the columns up again
             self._last_cols = np.array([self._op_column(n) for n in names], dtype=np.int64)
             self._last_names = names
-        ops = list(cost.ops.values())
-        self._ops[i, self._last_cols] = [op.seconds for op in ops]
-        self._src[i, self._last_cols] = [self._code(op.source) for op in ops]
-        if any(op.extrapolated for op in ops):
+        if sources != self._last_sources:  # steps mostly repeat the previous step's sources
+            self._last_codes = np.array([self._code(s) + 1 for s in sources], dtype=np.int8)
+            self._last_sources = sources
+        self._ops[i, self._last_cols] = seconds
+        self._src[i, self._last_cols] = self._last_codes
+        if extrapolated:
             for name, op in cost.ops.items():
                 self.op_extrapolated[name] |= op.extrapolated
         self.n += 1
@@ -147,7 +176,7 @@ class StepLog:
     def op_sources(self, name: str) -> dict[str, float]:
         """Seconds of an op's time by the source that priced them (whole run)."""
         j = self._op_index[name]
-        codes, secs = self._src[: self.n, j], self._ops[: self.n, j]
+        codes, secs = self._src[: self.n, j] - 1, self._ops[: self.n, j]
         present = codes >= 0
         codes, secs = codes[present], secs[present]
         total = np.bincount(codes, weights=secs, minlength=len(self.source_names))

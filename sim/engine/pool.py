@@ -2,8 +2,8 @@
 
 The pool owns everything shared by its units: per-rank queues, KV pages and router load, the
 feed its requests come from, its step log, and the named state changes that touch several of
-those at once (route, admit, preempt, finish, hand off). Global rank index = unit * ranks per unit
-+ rank in the unit.
+those at once (route, admit, preempt, release, finish, hand off). Global rank index = unit *
+ranks per unit + rank in the unit.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sim.cost.batch import ServingCost
 from sim.engine.arrivals import ClosedLoopFeed, ScheduledFeed, TransferFeed
 from sim.engine.kv import KvPages
 from sim.engine.log import StepLog
-from sim.engine.mtp import DraftSampler
+from sim.engine.mtp import DraftSampler, DrawStream
 from sim.engine.queues import RankQueues
 from sim.engine.requests import IntArray, RequestTable
 from sim.engine.router import RankLoad, make_router
@@ -42,7 +42,7 @@ class Pool:
         cost: ServingCost,
         table: RequestTable,
         feed: Feed,
-        rng: np.random.Generator,
+        rng: np.random.Generator | DrawStream,
         after_prefill: AfterPrefill,
         first_token_in_decode: bool = False,
     ) -> None:
@@ -84,7 +84,7 @@ class Pool:
 
     def _fits(self, inp: IntArray, out: IntArray, target: IntArray, ids: IntArray) -> np.ndarray:
         most = inp + out + self.draft_tokens if self.after_prefill == "decode" else target
-        ok = self.kv.pages_for(most) <= self.kv.capacity_pages
+        ok = most <= self.kv.max_tokens  # same as pages_for(most) <= capacity_pages
         if self.also_fits is not None:
             ok &= self.also_fits(ids)
         return ok  # type: ignore[no-any-return]
@@ -107,29 +107,40 @@ class Pool:
         """Route every request the feed has released by `now` (or reject it if it never fits)."""
         if self.feed.next_time() > now:
             return
-        ids, pins = self.feed.pop_until(now, self.table)
+        t = self.table
+        ids, pins = self.feed.pop_until(now, t)
         if ids.shape[0] == 0:
             return
-        ok = self.fits(ids)
+        # new table rows come in order: slices read and write them without gathering
+        rows: IntArray | slice = slice(int(ids[0]), int(ids[-1]) + 1) if self.feed.fresh else ids
+        inp, out, target = t.input_tokens[rows], t.output_tokens[rows], t.prefill_target[rows]
+        ok = self._fits(inp, out, target, ids)
         if not ok.all():
-            self.table.reject(ids[~ok])
+            t.reject(ids[~ok])
             self.rejected += int((~ok).sum())
-            ids = ids[ok]
+            ids, inp, out, target = ids[ok], inp[ok], out[ok], target[ok]
             pins = pins[ok] if pins.shape[0] else pins
-        t, q, out = self.table, self.queues, self.outstanding
-        pages, tokens, remaining = (a.tolist() for a in self._needs(ids))
+            rows = ids
+        gen = t.generated[rows]
+        todo = target - t.prefilled[rows]
+        pages = self.kv.pages_for(np.where(todo > 0, target, inp + gen + self.draft_tokens))
+        remaining = (todo + out - gen).tolist()
+        tokens, q, load = todo.tolist(), self.queues, self.outstanding
         pinned = pins.tolist() if pins.shape[0] else None
-        choose, load, n = self.router.choose, self.load, self.num_ranks
+        choose, rl, n = self.router.choose, self.load, self.num_ranks
         ranks = []
-        for k, i in enumerate(ids.tolist()):
-            r = pinned[k] % n if pinned is not None else choose(load)
-            q.push_back(r, (i, pages[k], tokens[k]))
-            out[r] += remaining[k]
+        for k, (i, p) in enumerate(zip(ids.tolist(), pages.tolist(), strict=True)):
+            r = pinned[k] % n if pinned is not None else choose(rl)
+            q.push_back(r, (i, p, tokens[k]))
+            load[r] += remaining[k]
             ranks.append(r)
-        r_arr = np.asarray(ranks, dtype=np.int64)
-        t.route(ids, r_arr)
-        home = t.home_rank[ids]
-        t.home_rank[ids] = np.where(home < 0, r_arr, home)
+        r_arr = np.array(ranks, dtype=np.int64)
+        t.route(rows, r_arr)
+        if self.feed.fresh:  # new requests have no home rank yet
+            t.home_rank[rows] = r_arr
+        else:
+            home = t.home_rank[rows]
+            t.home_rank[rows] = np.where(home < 0, r_arr, home)
         self.routed += int(ids.shape[0])
         if self.num_units == 1:
             self.units[0].wake()
@@ -137,9 +148,11 @@ class Pool:
             for u in np.unique(r_arr // self.ranks_per_unit).tolist():
                 self.units[u].wake()
 
-    def admit(self, ids: IntArray, pages: IntArray) -> None:
-        self.table.admit(ids, pages)
-        self.kv.take(self.table.rank[ids], pages)
+    def admit(self, ids: IntArray, pages: IntArray, ranks: IntArray) -> np.ndarray:
+        """Queued -> running on `ranks` (global); returns which go straight to decode."""
+        dec = self.table.admit(ids, pages)
+        self.kv.take(ranks, pages)
+        return dec
 
     def preempt(self, ids: IntArray) -> None:
         """Recompute preemption: free KV, re-queue at the front of the same rank (oldest first)."""
@@ -159,23 +172,21 @@ class Pool:
         for r, entries in by_rank.items():
             self.queues.push_front(r, entries)
 
-    def _leave(self, ids: IntArray) -> IntArray:
-        t = self.table
-        ranks = t.rank[ids]
-        np.subtract.at(self.outstanding, ranks, t.remaining_tokens(ids))
-        self.kv.give(ranks, t.kv_pages[ids])
-        return ranks
+    def release(self, ranks: IntArray, pages: IntArray, work: IntArray) -> None:
+        """Requests leave their ranks: their KV pages free up and their work left (prefill and
+        output tokens not computed) comes off the ranks' load. Then `finish` or `hand_off`."""
+        np.subtract.at(self.outstanding, ranks, work)
+        self.kv.give(ranks, pages)
 
     def finish(self, ids: IntArray, now: float) -> None:
-        self._leave(ids)
+        """Released requests are done (ids ascending)."""
         self.table.complete(ids, now)
         self.completed += int(ids.shape[0])
         if self.on_finished is not None:
             self.on_finished(ids, now)
 
     def hand_off(self, ids: IntArray, now: float) -> None:
-        """PD: the prefill is done; the KV leaves for the decode pool."""
-        self._leave(ids)
+        """PD: released requests finished their prefill; the KV leaves for the decode pool."""
         self.table.start_transfer(ids)
         self.transferred += int(ids.shape[0])
         if self.on_transfer is not None:

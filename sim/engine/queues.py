@@ -34,9 +34,12 @@ class RankQueues:
         self.head_pages[r] = q[0][1] if q else self.EMPTY
 
     def push_back(self, r: int, entry: Entry) -> None:
-        self._q[r].append(entry)
+        q = self._q[r]
+        q.append(entry)
         self.queued_pages[r] += entry[1]
-        self._touch(r)
+        self.length[r] = len(q)
+        if len(q) == 1:  # the head changes only when the queue was empty
+            self.head_pages[r] = entry[1]
 
     def push_front(self, r: int, entries: list[Entry]) -> None:
         """Put `entries` (oldest first) ahead of everything queued on rank r."""
@@ -52,6 +55,21 @@ class RankQueues:
         self.queued_pages[r] -= e[1]
         self._touch(r)
         return e
+
+    def entries(self, r: int) -> deque[Entry]:
+        """Rank r's queue, first entry first (read-only: change it through push/pop)."""
+        return self._q[r]
+
+    def pop_front(self, r: int, k: int) -> None:
+        """Drop the first `k` entries of rank r's queue (those a scheduler admitted)."""
+        if k == 0:
+            return
+        q = self._q[r]
+        pages = 0
+        for _ in range(k):
+            pages += q.popleft()[1]
+        self.queued_pages[r] -= pages
+        self._touch(r)
 
     def ids(self, r: int) -> list[int]:
         return [e[0] for e in self._q[r]]

@@ -34,11 +34,15 @@ class Phase(IntEnum):
 # plain ints for hot paths (IntEnum attribute access is slow in tight loops)
 QUEUED, PREFILL, DECODE, TRANSFER, DONE, REJECTED = (int(p) for p in Phase)
 
+_ADMITTED = np.array([PREFILL, DECODE], dtype=np.int8)  # phase on admission, by "prefilled"
+_ADMITTED.flags.writeable = False
+
 _INT_COLS = (
     "input_tokens", "output_tokens", "cached_tokens", "generated", "prefilled",
     "prefill_target", "kv_pages", "rank", "home_rank", "preemptions",
 )  # fmt: skip
 _FLOAT_COLS = ("arrival_s", "first_token_s", "finish_s")
+_NO_RANK = ("rank", "home_rank")
 
 
 class RequestTable:
@@ -52,11 +56,13 @@ class RequestTable:
     def __init__(self, capacity: int = 1024) -> None:
         self.size = 0
         self._cap = max(capacity, 16)
-        for name in _INT_COLS:
-            setattr(self, name, np.zeros(self._cap, dtype=np.int64))
+        for name in _INT_COLS:  # no rank yet: rows start at -1, so `add` need not write them
+            fill = -1 if name in _NO_RANK else 0
+            setattr(self, name, np.full(self._cap, fill, dtype=np.int64))
         for name in _FLOAT_COLS:
             setattr(self, name, np.full(self._cap, np.nan))
         self.phase = np.zeros(self._cap, dtype=np.int8)
+        self._allowed: dict[tuple[int, ...], NDArray[np.bool_]] = {}
         self.input_tokens: IntArray
         self.output_tokens: IntArray
         self.cached_tokens: IntArray
@@ -77,7 +83,12 @@ class RequestTable:
             cap *= 2
         for name in (*_INT_COLS, *_FLOAT_COLS, "phase"):
             old = getattr(self, name)
-            new = np.full(cap, np.nan) if name in _FLOAT_COLS else np.zeros(cap, dtype=old.dtype)
+            if name in _FLOAT_COLS:
+                new = np.full(cap, np.nan)
+            elif name in _NO_RANK:
+                new = np.full(cap, -1, dtype=old.dtype)
+            else:
+                new = np.zeros(cap, dtype=old.dtype)
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
         self._cap = cap
@@ -106,27 +117,24 @@ class RequestTable:
         self.cached_tokens[sl] = cached_tokens
         self.prefill_target[sl] = input_tokens
         self.prefilled[sl] = input_tokens if prefilled else cached_tokens
-        self.rank[sl] = -1
-        self.home_rank[sl] = -1
-        self.phase[sl] = QUEUED
-        self.size += n
+        self.size += n  # rank and home_rank start at -1, phase at QUEUED (0)
         return ids
 
     # -- transitions ---------------------------------------------------------------------------
-    def _expect(self, ids: IntArray, *allowed: int, action: str) -> None:
-        ph = self.phase[ids]
-        bad = ph != allowed[0]
-        for p in allowed[1:]:
-            bad &= ph != p
-        if bad.any():
-            i = int(ids[np.argmax(bad)])
+    def _expect(self, ids: IntArray | slice, *allowed: int, action: str) -> None:
+        ok = self._allowed.get(allowed)
+        if ok is None:  # phases a transition accepts, as a lookup table over phase codes
+            ok = self._allowed[allowed] = np.isin(np.arange(len(Phase)), allowed)
+        if not ok[self.phase[ids]].all():
+            bad = ~ok[self.phase[ids]]
+            i = int(np.arange(self.size)[ids][np.argmax(bad)])
             names = "/".join(Phase(p).name for p in allowed)
             raise EngineError(
                 f"cannot {action} request {i}: it is {Phase(int(self.phase[i])).name}, "
                 f"expected {names}"
             )
 
-    def route(self, ids: IntArray, ranks: IntArray) -> None:
+    def route(self, ids: IntArray | slice, ranks: IntArray) -> None:
         """Place arrived (or transferred) requests in their rank's queue."""
         self._expect(ids, QUEUED, TRANSFER, action="route")
         self.rank[ids] = ranks
@@ -137,12 +145,16 @@ class RequestTable:
         self.phase[ids] = REJECTED
         self.rank[ids] = -1
 
-    def admit(self, ids: IntArray, pages: IntArray) -> None:
-        """Queue -> running, holding `pages` of KV: PREFILL if tokens remain, else DECODE."""
+    def admit(self, ids: IntArray, pages: IntArray) -> np.ndarray:
+        """Queue -> running, holding `pages` of KV: PREFILL if tokens remain, else DECODE.
+
+        Returns which of them go straight to DECODE.
+        """
         self._expect(ids, QUEUED, action="admit")
         self.kv_pages[ids] = pages
-        todo = self.prefilled[ids] < self.prefill_target[ids]
-        self.phase[ids] = np.where(todo, PREFILL, DECODE).astype(np.int8)
+        dec = self.prefilled[ids] >= self.prefill_target[ids]
+        self.phase[ids] = _ADMITTED[dec.view(np.int8)]
+        return dec
 
     def finish_prefill(self, ids: IntArray, now: float) -> None:
         """The prefill's last chunk ran: the step emitted one token."""

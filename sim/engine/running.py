@@ -1,10 +1,13 @@
 """The requests a unit is running, as compact columns the per-step arithmetic reads directly.
 
 Gathering a dozen columns of ~15k running requests out of the run-wide `RequestTable` every step
-costs more than the step's own arithmetic, so a unit keeps what changes every step (`gen`,
-`ctx`, `pages`) and what every step reads (`rank`, `out`) here, in arbitrary but deterministic
-order. The table stays the record: `gen` and `pages` are written back (`sync`) before a request
-leaves or is preempted and at the end of the run; prefill progress lives in the table only.
+costs more than the step's own arithmetic, so a unit keeps here, in arbitrary but deterministic
+order, what changes every step and what every step reads, already in the form the step uses:
+`kv` (cached tokens once this step's drafts are written: the batch's `kv_tokens`), `left`
+(output tokens still to emit), `pages` and `room` (the largest `kv` those pages hold), `rank`.
+Per-rank request counts and the number of rows still in prefill are kept as rows come and go.
+The table stays the record: generated tokens and KV pages are written back (`sync`) before a
+request leaves or is preempted and at the end of the run; prefill progress lives in the table.
 """
 
 from __future__ import annotations
@@ -13,101 +16,161 @@ import numpy as np
 
 from sim.engine.requests import IntArray, RequestTable
 
-_COLS = ("ids", "rank", "ctx", "gen", "out", "pages")
+IDS, RANK, KV, LEFT, PAGES, ROOM = range(6)  # rows of the column buffer
 
 
 class RunningSet:
-    """Columns of length `n` (views into buffers that grow by doubling)."""
+    """Columns of length `n`: views into one (columns x capacity) buffer that grows by doubling.
 
-    def __init__(self, capacity: int = 256) -> None:
+    `draft_tokens`, `page_tokens` and `state_tokens` fix how `kv` and `room` derive from a
+    request's context and pages; `num_ranks` sizes `per_rank`.
+    """
+
+    def __init__(
+        self,
+        num_ranks: int = 1,
+        *,
+        draft_tokens: int = 0,
+        page_tokens: int = 1,
+        state_tokens: int = 0,
+        capacity: int = 256,
+    ) -> None:
         self.n = 0
+        self.n_prefill = 0  # rows not yet decoding
+        self.per_rank = np.zeros(num_ranks, dtype=np.int64)  # rows on each rank
+        self.draft_tokens, self.page_tokens, self.state_tokens = (
+            draft_tokens, page_tokens, state_tokens,
+        )  # fmt: skip
         self._cap = capacity
-        self._buf = {c: np.zeros(capacity, dtype=np.int64) for c in _COLS}
+        self._buf = np.zeros((6, capacity), dtype=np.int64)
         self._dec = np.zeros(capacity, dtype=bool)
+        self._constants(capacity)
 
-    # column views (length n); writes go to the buffers
+    def _constants(self, cap: int) -> None:
+        # read-only batch columns shared by every decode-only step: views never copy
+        self._width = np.full(cap, 1 + self.draft_tokens, dtype=np.int64)
+        self._ones = np.ones(cap, dtype=bool)
+        self._width.flags.writeable = self._ones.flags.writeable = False
+
+    # column views (length n); writes go to the buffer
     @property
     def ids(self) -> IntArray:
-        return self._buf["ids"][: self.n]
+        return self._buf[IDS, : self.n]
 
     @property
     def rank(self) -> IntArray:
         """Rank within the unit."""
-        return self._buf["rank"][: self.n]
+        return self._buf[RANK, : self.n]
 
     @property
-    def ctx(self) -> IntArray:
-        """Prompt + generated tokens (decode requests)."""
-        return self._buf["ctx"][: self.n]
+    def kv(self) -> IntArray:
+        """Prompt + generated + draft tokens: the KV a decode step attends over (decode rows)."""
+        return self._buf[KV, : self.n]
 
     @property
-    def gen(self) -> IntArray:
-        return self._buf["gen"][: self.n]
-
-    @property
-    def out(self) -> IntArray:
-        return self._buf["out"][: self.n]
+    def left(self) -> IntArray:
+        """Output tokens still to emit."""
+        return self._buf[LEFT, : self.n]
 
     @property
     def pages(self) -> IntArray:
-        return self._buf["pages"][: self.n]
+        return self._buf[PAGES, : self.n]
+
+    @property
+    def room(self) -> IntArray:
+        """The largest `kv` the held pages cover (pages x page size - state tokens)."""
+        return self._buf[ROOM, : self.n]
 
     @property
     def is_decode(self) -> np.ndarray:
         return self._dec[: self.n]
 
-    def append(self, table: RequestTable, ids: IntArray, lo: int) -> None:
-        """Add admitted requests, reading their current state from the table."""
+    def verify_width(self, m: int) -> IntArray:
+        """New tokens of `m` decode segments (1 + draft tokens each), read-only."""
+        return self._width[:m]
+
+    def all_decode(self, m: int) -> np.ndarray:
+        """`is_decode` of `m` decode segments, read-only."""
+        return self._ones[:m]
+
+    def columns(self, pos: IntArray) -> IntArray:
+        """Every column of the few rows at `pos` at once (index the result with IDS, RANK, ...)."""
+        return self._buf.take(pos, axis=1)
+
+    def set_pages(self, pos: IntArray | slice, pages: IntArray) -> None:
+        self._buf[PAGES, pos] = pages
+        self._buf[ROOM, pos] = pages * self.page_tokens - self.state_tokens
+
+    def _reserve(self, need: int) -> None:
+        cap = self._cap
+        while cap < need:
+            cap *= 2
+        b = np.zeros((6, cap), dtype=np.int64)
+        b[:, : self.n] = self._buf[:, : self.n]
+        d = np.zeros(cap, dtype=bool)
+        d[: self.n] = self._dec[: self.n]
+        self._buf, self._dec, self._cap = b, d, cap
+        self._constants(cap)
+
+    def append(
+        self, table: RequestTable, ids: IntArray, rank: IntArray, pages: IntArray, dec: np.ndarray
+    ) -> None:
+        """Add admitted requests: their rank in the unit, KV pages and whether they decode."""
         m = int(ids.shape[0])
         if m == 0:
             return
         if self.n + m > self._cap:
-            cap = self._cap
-            while cap < self.n + m:
-                cap *= 2
-            for c, a in self._buf.items():
-                b = np.zeros(cap, dtype=np.int64)
-                b[: self.n] = a[: self.n]
-                self._buf[c] = b
-            d = np.zeros(cap, dtype=bool)
-            d[: self.n] = self._dec[: self.n]
-            self._dec, self._cap = d, cap
+            self._reserve(self.n + m)
         sl = slice(self.n, self.n + m)
+        b = self._buf
         gen = table.generated[ids]
-        self._buf["ids"][sl] = ids
-        self._buf["rank"][sl] = table.rank[ids] - lo
-        self._buf["ctx"][sl] = table.input_tokens[ids] + gen
-        self._buf["gen"][sl] = gen
-        self._buf["out"][sl] = table.output_tokens[ids]
-        self._buf["pages"][sl] = table.kv_pages[ids]
-        self._dec[sl] = table.prefilled[ids] >= table.prefill_target[ids]
+        b[IDS, sl] = ids
+        b[RANK, sl] = rank
+        b[KV, sl] = table.input_tokens[ids] + gen + self.draft_tokens
+        b[LEFT, sl] = table.output_tokens[ids] - gen
+        self.set_pages(sl, pages)
+        self._dec[sl] = dec
         self.n += m
+        self.n_prefill += m - int(np.count_nonzero(dec))
+        np.add.at(self.per_rank, rank, 1)
 
-    def sync(self, table: RequestTable, pos: IntArray | np.ndarray | None = None) -> None:
+    def sync(self, table: RequestTable, pos: IntArray | None = None) -> None:
         """Write generated tokens and KV pages of `pos` (default: all) back to the table."""
         p = slice(None) if pos is None else pos
         ids = self.ids[p]
-        table.generated[ids] = self.gen[p]
+        table.generated[ids] = table.output_tokens[ids] - self.left[p]
         table.kv_pages[ids] = self.pages[p]
 
     def turned_decode(self, table: RequestTable, pos: IntArray) -> None:
         """Requests at `pos` finished their prefill: refresh their columns from the table."""
-        ids = self._buf["ids"][pos]
+        ids = self._buf[IDS, pos]
         gen = table.generated[ids]
-        self._buf["gen"][pos] = gen
-        self._buf["ctx"][pos] = table.input_tokens[ids] + gen
+        self._buf[LEFT, pos] = table.output_tokens[ids] - gen
+        self._buf[KV, pos] = table.input_tokens[ids] + gen + self.draft_tokens
+        self.n_prefill -= int(pos.shape[0] - np.count_nonzero(self._dec[pos]))
         self._dec[pos] = True
 
-    def remove(self, mask: np.ndarray) -> None:
-        """Drop the requests where `mask` is True: the last kept ones move into the holes."""
-        holes = mask.nonzero()[0]
-        k = int(holes.shape[0])
+    def remove(self, pos: IntArray) -> None:
+        """Drop the requests at `pos` (distinct, ascending): the last kept ones fill the holes."""
+        self.pop(pos)
+
+    def pop(self, pos: IntArray) -> IntArray:
+        """`remove`, returning the removed rows' columns (index them with IDS, RANK, ...)."""
+        cols = self.columns(pos)
+        k = int(pos.shape[0])
         if k == 0:
-            return
+            return cols
         keep_n = self.n - k
-        dst = holes[holes < keep_n]
-        src = (~mask[keep_n:]).nonzero()[0] + keep_n
-        for a in self._buf.values():
-            a[dst] = a[src]
-        self._dec[dst] = self._dec[src]
+        gone = pos.tolist()
+        holes = [p for p in gone if p < keep_n]
+        tail = set(gone[len(holes) :])
+        np.subtract.at(self.per_rank, cols[RANK], 1)
+        if self.n_prefill:
+            self.n_prefill -= k - int(np.count_nonzero(self._dec[pos]))
+        if holes:
+            dst = np.array(holes, dtype=np.int64)
+            src = np.array([j for j in range(keep_n, self.n) if j not in tail], dtype=np.int64)
+            self._buf[:, dst] = self._buf.take(src, axis=1)
+            self._dec[dst] = self._dec[src]
         self.n = keep_n
+        return cols

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -27,10 +27,15 @@ from sim.engine.running import RunningSet
 if TYPE_CHECKING:
     from sim.engine.pool import Pool
 
+_NONE = np.zeros(0, dtype=np.int64)
+_NONE.flags.writeable = False
 
-@dataclass(frozen=True)
-class StepPlan:
-    """One step of one unit, as positions in its `RunningSet` (`n` requests at plan time)."""
+
+class StepPlan(NamedTuple):
+    """One step of one unit, as positions in its `RunningSet` (`n` requests at plan time).
+
+    Rows `admitted_from`..n-1 joined the running set in this plan.
+    """
 
     n: int
     decode_pos: IntArray | None  # None: every running request decodes
@@ -38,6 +43,7 @@ class StepPlan:
     chunks: IntArray
     batch: BatchShape
     batch_per_rank: IntArray  # request segments per rank in `batch`
+    admitted_from: int
 
     @property
     def n_decode(self) -> int:
@@ -53,8 +59,13 @@ class RankBudget:
     prefill_tokens: list[int]
 
 
-def _preempt(pool: Pool, rs: RunningSet, need: IntArray, over: IntArray) -> None:
+def _preempt(pool: Pool, rs: RunningSet, over: IntArray) -> None:
     """Preempt the newest requests on overflowing ranks until their KV need fits."""
+    need = rs.pages.copy()  # what every request holds after this step's growth
+    grows = rs.kv > rs.room
+    if rs.n_prefill:
+        grows &= rs.is_decode
+    need[grows] = pool.kv.pages_for(rs.kv[grows])
     victims: list[int] = []
     for r in over.tolist():
         pos = (rs.rank == r).nonzero()[0]
@@ -65,18 +76,15 @@ def _preempt(pool: Pool, rs: RunningSet, need: IntArray, over: IntArray) -> None
                 break
             victims.append(p)
             total -= h
-    mask = np.zeros(rs.n, dtype=bool)
-    mask[victims] = True
-    rs.sync(pool.table, mask)
-    pool.preempt(np.sort(rs.ids[mask]))
-    rs.remove(mask)
+    pos = np.unique(np.asarray(victims, dtype=np.int64))
+    rs.sync(pool.table, pos)
+    pool.preempt(np.sort(rs.ids[pos]))
+    rs.remove(pos)
 
 
 def _continue_prefill(pool: Pool, rs: RunningSet, budget: RankBudget) -> tuple[IntArray, IntArray]:
     """(positions, chunks) of requests already mid-prefill, oldest first on each rank."""
     pos = (~rs.is_decode).nonzero()[0]
-    if pos.size == 0:
-        return pos, pos
     pos = pos[np.argsort(rs.ids[pos])]
     t, ids = pool.table, rs.ids[pos]
     chunks = np.zeros(pos.shape[0], dtype=np.int64)
@@ -88,95 +96,107 @@ def _continue_prefill(pool: Pool, rs: RunningSet, budget: RankBudget) -> tuple[I
     return pos, chunks
 
 
-def _admit(pool: Pool, lo: int, budget: RankBudget) -> tuple[list[int], list[int], list[int]]:
-    """FIFO admission on every rank that can take its first queued request.
+def _admit(
+    pool: Pool, lo: int, ranks: list[int], budget: RankBudget
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """FIFO admission on `ranks` (those that can take their first queued request).
 
-    Returns (ids, pages, chunk) of admitted requests; chunk 0 means already prefilled (PD decode
-    arrivals), which go straight to decode.
+    Returns (ids, ranks in the unit, pages, chunk) of admitted requests; chunk 0 means already
+    prefilled (PD decode arrivals), which go straight to decode.
     """
     q = pool.queues
-    hi = lo + pool.ranks_per_unit
-    free_pages = np.asarray(budget.free_pages, dtype=np.int64)
-    free_slots = np.asarray(budget.free_slots, dtype=np.int64)
     ids: list[int] = []
+    on: list[int] = []
     pages: list[int] = []
     chunks: list[int] = []
-    for r_loc in q.admissible(lo, hi, free_pages, free_slots).tolist():
-        r = lo + r_loc
-        while q.length[r]:
-            i, p, tokens = q.peek(r)
-            if p > budget.free_pages[r_loc] or budget.free_slots[r_loc] == 0:
+    for r_loc in ranks:
+        free_pages = budget.free_pages[r_loc]
+        free_slots = budget.free_slots[r_loc]
+        prefill = budget.prefill_tokens[r_loc]
+        taken = 0
+        for i, p, tokens in q.entries(lo + r_loc):
+            if p > free_pages or free_slots == 0:
                 break
-            if tokens > 0 and budget.prefill_tokens[r_loc] == 0:
+            if tokens > 0 and prefill == 0:
                 break
-            q.pop(r)
-            c = min(tokens, budget.prefill_tokens[r_loc])
-            budget.prefill_tokens[r_loc] -= c
-            budget.free_pages[r_loc] -= p
-            budget.free_slots[r_loc] -= 1
+            c = min(tokens, prefill)
+            prefill -= c
+            free_pages -= p
+            free_slots -= 1
+            taken += 1
             ids.append(i)
             pages.append(p)
             chunks.append(c)
-    return ids, pages, chunks
+        on.extend([r_loc] * taken)
+        q.pop_front(lo + r_loc, taken)
+        budget.free_pages[r_loc] = free_pages
+        budget.free_slots[r_loc] = free_slots
+        budget.prefill_tokens[r_loc] = prefill
+    return ids, on, pages, chunks
 
 
-def _grow(pool: Pool, rs: RunningSet) -> tuple[IntArray, IntArray]:
-    """(positions, new page counts) of decode requests whose KV crosses a page this step.
+def _grow(pool: Pool, rs: RunningSet, lo: int) -> IntArray | None:
+    """Give decode requests whose KV crosses a page this step their new pages, or return the
+    ranks (in the unit) that would overflow, changing nothing.
 
     A decode step writes 1 + d tokens, so a request needs ceil((ctx + d + state) / page) pages;
-    comparing against the pages it holds avoids dividing for every request every step.
+    comparing `kv` (ctx + d) against the room its pages hold avoids dividing for every request.
     """
-    kv = pool.kv
-    over = rs.ctx + (pool.draft_tokens + kv.state_tokens) > rs.pages * kv.page_tokens
-    dec = rs.is_decode
-    changed = (over if dec.all() else over & dec).nonzero()[0]
-    return changed, kv.pages_for(rs.ctx[changed] + pool.draft_tokens)
+    over = rs.kv > rs.room
+    if rs.n_prefill:
+        over &= rs.is_decode
+    changed = over.nonzero()[0]
+    if changed.shape[0] == 0:
+        return None
+    need = pool.kv.pages_for(rs.kv.take(changed))
+    full = pool.kv.grow(lo, pool.ranks_per_unit, rs.rank.take(changed), need - rs.pages[changed])
+    if full.shape[0]:
+        return full
+    rs.set_pages(changed, need)
+    return None
 
 
 def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
     """What the unit computes next, or None when it holds and can admit nothing."""
-    kv, R = pool.kv, pool.ranks_per_unit
+    kv, R, q = pool.kv, pool.ranks_per_unit, pool.queues
     lo = unit * R
-    if rs.n == 0 and not pool.queues.length[lo : lo + R].any():
+    if rs.n == 0 and not q.length[lo : lo + R].any():
         return None
     if rs.n:
-        changed, need = _grow(pool, rs)
-        if changed.size:
-            delta = need - rs.pages[changed]
-            grow = np.bincount(rs.rank[changed], weights=delta, minlength=R).astype(np.int64)
-            over = (kv.used[lo : lo + R] + grow > kv.capacity_pages).nonzero()[0]
-            if over.size:  # rare: preempt, then plan again without the victims
-                full_need = rs.pages.copy()
-                full_need[changed] = need
-                _preempt(pool, rs, full_need, over)
-                return plan(pool, unit, rs)
-            kv.take_dense(lo, grow)
-            rs.pages[changed] = need
-    counts = np.bincount(rs.rank, minlength=R)
-    budget = RankBudget(
-        free_pages=kv.free(slice(lo, lo + R)).tolist(),
-        free_slots=(pool.max_running - counts).tolist(),
-        prefill_tokens=[pool.prefill_budget] * R,
-    )
-    pre_pos, chunks = _continue_prefill(pool, rs, budget)
-    new_ids, new_pages, new_chunks = _admit(pool, lo, budget)
-    if new_ids:
-        a = np.asarray(new_ids, dtype=np.int64)
-        pool.admit(a, np.asarray(new_pages, dtype=np.int64))
-        first = rs.n
-        rs.append(pool.table, a, lo)
-        counts += np.bincount(rs.rank[first:], minlength=R)
-        c = np.asarray(new_chunks, dtype=np.int64)
-        pre_pos = np.concatenate([pre_pos, first + (c > 0).nonzero()[0]])
-        chunks = np.concatenate([chunks, c[c > 0]])
-    dec = rs.is_decode
-    decode_pos = None if dec.all() else dec.nonzero()[0]
+        full = _grow(pool, rs, lo)
+        if full is not None:  # rare: preempt, then plan again without the victims
+            _preempt(pool, rs, full)
+            return plan(pool, unit, rs)
+    free_pages = kv.free(slice(lo, lo + R))
+    free_slots = pool.max_running - rs.per_rank
+    ranks = q.admissible(lo, lo + R, free_pages, free_slots).tolist()
+    pre_pos, chunks = _NONE, _NONE
+    first = rs.n
+    if ranks or rs.n_prefill:
+        budget = RankBudget(
+            free_pages=free_pages.tolist(),
+            free_slots=free_slots.tolist(),
+            prefill_tokens=[pool.prefill_budget] * R,
+        )
+        if rs.n_prefill:
+            pre_pos, chunks = _continue_prefill(pool, rs, budget)
+        new_ids, new_ranks, new_pages, new_chunks = _admit(pool, lo, ranks, budget)
+        if new_ids:
+            a = np.array(new_ids, dtype=np.int64)
+            on = np.array(new_ranks, dtype=np.int64)
+            pages = np.array(new_pages, dtype=np.int64)
+            rs.append(pool.table, a, on, pages, pool.admit(a, pages, on + lo))
+            c = np.array(new_chunks, dtype=np.int64)
+            go = c > 0
+            if go.any():
+                pre_pos = np.concatenate([pre_pos, first + go.nonzero()[0]])
+                chunks = np.concatenate([chunks, c[go]])
+    decode_pos = rs.is_decode.nonzero()[0] if rs.n_prefill else None
     n_dec = rs.n if decode_pos is None else decode_pos.shape[0]
     if n_dec == 0 and not (chunks > 0).any():
         return None
     batch = _batch(pool, rs, decode_pos, pre_pos, chunks)
-    if batch.size != rs.n:  # some mid-prefill request waits this step
-        counts = np.bincount(batch.rank, minlength=R)
+    counts = rs.per_rank.copy() if batch.size == rs.n else np.bincount(batch.rank, minlength=R)
     return StepPlan(
         n=rs.n,
         decode_pos=decode_pos,
@@ -184,22 +204,33 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
         chunks=chunks,
         batch=batch,
         batch_per_rank=counts,
+        admitted_from=first,
     )
+
+
+def _read_only(a: IntArray) -> IntArray:
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def _batch(
     pool: Pool, rs: RunningSet, dec: IntArray | None, pre: IntArray, chunks: IntArray
 ) -> BatchShape:
-    d = pool.draft_tokens
+    """The step's segments: decode rows first (in running-set order), then prefill chunks.
+
+    A decode-only step hands the cost model read-only views of the running set's columns, valid
+    until the step is applied.
+    """
     sel = slice(None) if dec is None else dec
-    rank, kv = rs.rank[sel], rs.ctx[sel] + d
+    rank, kv = rs.rank[sel], rs.kv[sel]
     n_dec = int(rank.shape[0])
-    new_dec = np.full(n_dec, 1 + d, dtype=np.int64)
-    go = chunks > 0
-    if not go.any():
+    new_dec = rs.verify_width(n_dec)
+    go = chunks > 0 if chunks.shape[0] else None
+    if go is None or not go.any():
         return BatchShape(
-            num_ranks=pool.ranks_per_unit, rank=rank.copy(), new_tokens=new_dec, kv_tokens=kv,
-            is_decode=np.ones(n_dec, dtype=bool),
+            num_ranks=pool.ranks_per_unit, rank=_read_only(rank), new_tokens=new_dec,
+            kv_tokens=_read_only(kv), is_decode=rs.all_decode(n_dec),
         )  # fmt: skip
     pre, chunks = pre[go], chunks[go]
     is_decode = np.zeros(n_dec + pre.shape[0], dtype=bool)

@@ -13,12 +13,87 @@ import numpy as np
 
 from sim.cost.batch import StepCost
 from sim.engine.log import StepRecord
-from sim.engine.requests import EngineError
-from sim.engine.running import RunningSet
+from sim.engine.requests import EngineError, IntArray
+from sim.engine.running import IDS, LEFT, PAGES, RANK, RunningSet
 from sim.engine.scheduler import StepPlan
 
 if TYPE_CHECKING:
     from sim.engine.pool import Pool
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def _decode(
+    pool: Pool, rs: RunningSet, plan: StepPlan, now: float, progress: IntArray
+) -> tuple[int, int, IntArray]:
+    """Advance the decode rows: (tokens emitted, untruncated accept tokens, positions done).
+
+    Every row moves by its full 1 + accepted drafts; the few that overshoot their output length
+    are done this step, and only their counts are cut back (their context is not read again).
+    """
+    nd, t = plan.n_decode, pool.table
+    k = plan.admitted_from
+    if pool.first_token_in_decode and k < plan.n:  # a standalone decode pool: first tokens
+        # come from here, and only rows admitted in this plan can still be at zero tokens
+        new = rs.ids[k:]
+        first = t.generated[new] == 0
+        if rs.n_prefill:
+            first &= rs.is_decode[k:]
+        t.first_token_s[new[first]] = now
+    acc = pool.sampler.accepted(nd)
+    # one draft: acc is 0/1, so counting beats summing
+    accept = (int(np.count_nonzero(acc)) if pool.draft_tokens == 1 else int(acc.sum())) + nd
+    tok = np.add(acc, 1, out=np.empty(nd, dtype=np.int64), casting="unsafe")  # acc is int8
+    if plan.decode_pos is None:
+        rank, left, kv = rs.rank, rs.left, rs.kv
+        left -= tok
+        kv += tok
+        done = (left <= 0).nonzero()[0]
+        if done.shape[0]:
+            over = -left[done]
+            left[done] = 0
+    else:
+        pos = plan.decode_pos
+        rank, left = rs.rank[pos], rs.left[pos] - tok
+        rs.kv[pos] += tok
+        done_k = (left <= 0).nonzero()[0]
+        over = -left[done_k]
+        left[done_k] = 0
+        rs.left[pos] = left
+        done = pos[done_k]
+    R = progress.shape[0]
+    if pool.draft_tokens == 1 and plan.decode_pos is None:
+        # every row decodes, 1 or 2 tokens: per rank, twice its rows less its rejected drafts
+        # (a count of the few rejections beats a weighted sum over all rows)
+        progress += 2 * rs.per_rank - np.bincount(rank.compress(acc == 0), minlength=R)
+    else:
+        progress += np.bincount(rank, weights=tok, minlength=R).astype(np.int64)
+    if done.shape[0] == 0:
+        return accept, accept, done
+    np.subtract.at(progress, rs.rank[done], over)
+    return accept - int(over.sum()), accept, done
+
+
+def _leave(
+    pool: Pool, rs: RunningSet, gone: IntArray, to_transfer: IntArray, lo: int, now: float
+) -> None:
+    """Requests at positions `gone` (ascending) leave: done, or (`to_transfer`) handed off.
+
+    A leaving request has no prefill left, so its work left is its `left` output tokens.
+    """
+    t = pool.table
+    xfer = np.sort(rs.ids[to_transfer]) if to_transfer.shape[0] else _NONE
+    cols = rs.pop(gone)
+    ids, left = cols[IDS], cols[LEFT]
+    t.generated[ids] = t.output_tokens[ids] - left
+    pool.release(cols[RANK] + lo, cols[PAGES], left)
+    if xfer.shape[0]:
+        pool.hand_off(xfer, now)
+        done = np.setdiff1d(ids, xfer, assume_unique=True)
+    else:
+        done = np.sort(ids)
+    if done.shape[0]:
+        pool.finish(done, now)
 
 
 def apply_step(
@@ -30,25 +105,13 @@ def apply_step(
     lo = unit * R
     if rs.n != plan.n:
         raise EngineError("the running set changed between planning and applying a step")
-    leaving = np.zeros(rs.n, dtype=bool)
     progress = np.zeros(R, dtype=np.int64)  # tokens of work done per rank (router load)
     out_tokens = accept = 0
-    nd = plan.n_decode
-    if nd:
-        dec = slice(None) if plan.decode_pos is None else plan.decode_pos
-        acc = pool.sampler.accepted(nd)
-        accept = int(acc.sum()) + nd
-        gen, out = rs.gen[dec], rs.out[dec]
-        if pool.first_token_in_decode:  # standalone decode pool: the first token comes from here
-            t.first_token_s[rs.ids[dec][gen == 0]] = now
-        emit = np.minimum(acc + 1, out - gen)  # acc is int8: the sum promotes to int64
-        gen = gen + emit
-        rs.gen[dec] = gen
-        rs.ctx[dec] += emit
-        out_tokens += int(emit.sum())
-        progress += np.bincount(rs.rank[dec], weights=emit, minlength=R).astype(np.int64)
-        leaving[dec] = gen >= out
-    to_transfer = np.zeros(0, dtype=np.int64)
+    leaving = [_NONE]
+    to_transfer = _NONE
+    if plan.n_decode:
+        out_tokens, accept, done = _decode(pool, rs, plan, now, progress)
+        leaving.append(done)
     if plan.prefill_pos.shape[0]:
         pos, chunks = plan.prefill_pos, plan.chunks
         ids = rs.ids[pos]
@@ -61,31 +124,26 @@ def apply_step(
             rs.turned_decode(t, fpos)
             out_tokens += int(fpos.shape[0])
             progress += np.bincount(rs.rank[fpos], minlength=R)
-            complete = rs.gen[fpos] >= rs.out[fpos]
+            complete = rs.left[fpos] <= 0
             if pool.after_prefill == "done":  # a prefill-only pool: the first token ends it
-                leaving[fpos] = True
+                leaving.append(fpos)
             else:
-                leaving[fpos[complete]] = True
+                leaving.append(fpos[complete])
             if pool.after_prefill == "transfer":  # PD: the rest continue in the decode pool
                 to_transfer = fpos[~complete]
-                leaving[to_transfer] = True
+                leaving.append(to_transfer)
     pool.outstanding[lo : lo + R] -= progress
-    if leaving.any():
-        rs.sync(t, leaving.nonzero()[0])
-        done = leaving.copy()
-        if to_transfer.shape[0]:
-            done[to_transfer] = False
-            pool.hand_off(np.sort(rs.ids[to_transfer]), now)
-        if done.any():
-            pool.finish(np.sort(rs.ids[done]), now)
-        rs.remove(leaving)
+    gone = np.concatenate(leaving) if len(leaving) > 1 else _NONE
+    if gone.shape[0]:
+        gone.sort()
+        _leave(pool, rs, gone, to_transfer, lo, now)
     return StepRecord(
         unit=unit,
         start_s=start_s,
         cost=cost,
         batch_per_rank=plan.batch_per_rank,
-        decode_reqs=nd,
-        prefill_tokens=int(plan.chunks.sum()),
+        decode_reqs=plan.n_decode,
+        prefill_tokens=int(plan.chunks.sum()) if plan.chunks.shape[0] else 0,
         output_tokens=out_tokens,
         accept_tokens=accept,
         kv_pages=int(pool.kv.used[lo : lo + R].sum()),

@@ -27,7 +27,10 @@ class Unit:
 
     def __init__(self, env: simpy.Environment, pool: Pool, index: int, cost: ServingCost) -> None:
         self.env, self.pool, self.index, self.cost = env, pool, index, cost
-        self.rs = RunningSet()
+        self.rs = RunningSet(
+            pool.ranks_per_unit, draft_tokens=pool.draft_tokens, page_tokens=pool.kv.page_tokens,
+            state_tokens=pool.kv.state_tokens,
+        )  # fmt: skip
         self.steps = 0
         self.last_boundary_s = 0.0
         self._wake: simpy.Event | None = None

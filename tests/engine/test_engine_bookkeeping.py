@@ -1,0 +1,98 @@
+"""Counters and derived columns the engine keeps incrementally equal a fresh recount."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fixed_cost import FixedCost, requests, run_trace, unit
+
+from sim.cost.batch import BatchShape, StepCost
+from sim.engine.kv import KvPages
+from sim.engine.log import rank_imbalance
+from sim.engine.requests import RequestTable
+from sim.engine.running import IDS, LEFT, RANK, RunningSet
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.random.default_rng(0).random(144) * 1e-3,
+        np.random.default_rng(1).random(7),
+        np.zeros(5),
+        np.zeros(0),
+        np.array([0.0, 0.0, 3e-4]),
+        np.random.default_rng(2).random(33).astype(np.float32),
+    ],
+)
+def test_log_imbalance_is_the_step_costs_own(x: np.ndarray) -> None:
+    cost = StepCost(duration_s=1.0, rank_attention_s=x)
+    assert rank_imbalance(x) == cost.rank_imbalance  # bit for bit, not approximately
+
+
+@pytest.mark.parametrize("page, state", [(1, 0), (16, 0), (64, 10), (7, 3)])
+def test_pages_and_max_tokens_agree_with_ceiling_division(page: int, state: int) -> None:
+    kv = KvPages(1, capacity_tokens=1000, page_tokens=page, state_tokens=state)
+    t = np.arange(-20, 1100)
+    assert np.array_equal(kv.pages_for(t), -(-(t + state) // page))
+    assert np.array_equal(t <= kv.max_tokens, kv.pages_for(t) <= kv.capacity_pages)
+
+
+def test_kv_grow_is_all_or_nothing() -> None:
+    kv = KvPages(4, capacity_tokens=100, page_tokens=10, state_tokens=0)  # 10 pages a rank
+    kv.take(np.array([2, 3]), np.array([9, 4]))
+    full = kv.grow(2, 2, np.array([0, 0, 1]), np.array([1, 1, 1]))  # rank 2 would hold 11
+    assert full.tolist() == [0] and kv.used.tolist() == [0, 0, 9, 4]
+    assert kv.grow(2, 2, np.array([0, 1, 1]), np.array([1, 2, 3])).size == 0
+    assert kv.used.tolist() == [0, 0, 10, 9] and kv.peak_pages == 10
+
+
+def _table(n: int) -> RequestTable:
+    t = RequestTable()
+    rng = np.random.default_rng(5)
+    ids = t.add(
+        np.zeros(n), rng.integers(1, 500, n), rng.integers(1, 300, n), np.zeros(n, dtype=np.int64)
+    )
+    t.generated[ids] = rng.integers(0, 1, n)
+    t.prefilled[ids[::3]] = t.input_tokens[ids[::3]]  # every third one needs no prefill
+    return t
+
+
+def test_running_set_counters_follow_appends_and_removals() -> None:
+    t, n, ranks = _table(60), 60, 5
+    rs = RunningSet(ranks, draft_tokens=2, page_tokens=16, state_tokens=4, capacity=4)
+    rng = np.random.default_rng(9)
+    order = rng.permutation(n)
+    for chunk in np.array_split(order, 6):
+        rank = rng.integers(0, ranks, chunk.shape[0])
+        dec = t.prefilled[chunk] >= t.prefill_target[chunk]
+        rs.append(t, chunk, rank, np.full(chunk.shape[0], 3), dec)
+    model = list(rs.ids)  # the order a naive mask-based removal would leave
+    for _ in range(5):
+        pos = np.sort(rng.choice(rs.n, size=7, replace=False))
+        want_ids, want_rank = rs.ids[pos].copy(), rs.rank[pos].copy()
+        cols = rs.pop(pos)
+        assert np.array_equal(cols[IDS], want_ids) and np.array_equal(cols[RANK], want_rank)
+        keep_n, gone = len(model) - 7, set(pos.tolist())
+        fill = [model[j] for j in range(keep_n, len(model)) if j not in gone]
+        for hole in [p for p in pos.tolist() if p < keep_n]:
+            model[hole] = fill.pop(0)
+        model = model[:keep_n]
+        assert rs.ids.tolist() == model
+        assert np.array_equal(rs.per_rank, np.bincount(rs.rank, minlength=ranks))
+        assert rs.n_prefill == int((~rs.is_decode).sum())
+        assert np.array_equal(rs.room, rs.pages * 16 - 4)
+        expect_left = t.output_tokens[rs.ids] - t.generated[rs.ids]
+        assert np.array_equal(rs.left, expect_left) and cols[LEFT].shape == (7,)
+
+
+class _Writes(FixedCost):
+    """A cost model that tries to change the batch it is given."""
+
+    def step_cost(self, batch: BatchShape) -> StepCost:
+        batch.kv_tokens[:1] += 1
+        return super().step_cost(batch)
+
+
+def test_batch_views_are_read_only_to_the_cost_model() -> None:
+    with pytest.raises(ValueError, match="read-only"):
+        run_trace(unit(role="decode"), _Writes(step_s=0.01), requests((0.0, 10, 5)))
