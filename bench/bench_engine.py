@@ -112,7 +112,7 @@ def main() -> None:
     ap.add_argument("--cost", choices=("real", "standin"), default="real")
     ap.add_argument("--duration-s", type=float, default=3600.0)
     ap.add_argument("--rate", type=float, default=194.0, help="requests per second")
-    ap.add_argument("--output-mean", type=float, default=2950.0, help="mean answer, tokens")
+    ap.add_argument("--output-mean", type=float, default=2750.0, help="mean answer, tokens")
     ap.add_argument("--warmup-s", type=float, default=300.0)
     args = ap.parse_args()
     cost = real_cost(DEPLOYMENT) if args.cost == "real" else StandinCost()
