@@ -132,6 +132,12 @@ def mla_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
     return ops
 
 
+def _latent_query_output_bytes(c: RankContext) -> float:
+    """Per query token: its BF16 latent-space query (d_c + d_s) in and latent output (d_c) out."""
+    mm = c.model.mla_spec
+    return ACT * c.heads * (2 * mm.kv_lora_rank + mm.qk_rope_head_dim)
+
+
 def _absorbed_decode(
     pr: Pricer, c: RankContext, q: NDArray[np.float64], k: NDArray[np.float64]
 ) -> OpTime:
@@ -144,7 +150,7 @@ def _absorbed_decode(
         "heads": h,
     }
     flops = float(np.sum(mla.causal_pairs(q, k))) * mla.absorb_pair_flops(mm, h)
-    qo = ACT * h * (2 * mm.kv_lora_rank + mm.qk_rope_head_dim)
+    qo = _latent_query_output_bytes(c)
     return pr.op("mla_decode", attrs, flops, float(k.sum()) * c.kv_bytes_layer + q.sum() * qo)
 
 
@@ -159,8 +165,7 @@ def _sparse(
     mm, h = c.model.mla_spec, c.heads
     slots = float(q.sum()) * c.topk
     flops = slots * mla.absorb_pair_flops(mm, h)
-    qo = ACT * h * (2 * mm.kv_lora_rank + mm.qk_rope_head_dim)
-    bytes_ = slots * c.kv_bytes_layer + float(q.sum()) * qo
+    bytes_ = slots * c.kv_bytes_layer + float(q.sum()) * _latent_query_output_bytes(c)
     if dec.all():
         attrs: dict[str, object] = {
             "batch": float(len(q)),
