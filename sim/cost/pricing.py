@@ -27,9 +27,14 @@ ZERO = OpTime(seconds=0.0, source="roofline")
 Attrs = Mapping[str, object]
 
 
+def log_bucket(x: float) -> int:
+    """Integer 2^(1/16) bucket of a positive number (0 and below share one bucket)."""
+    return round(math.log2(x) * 16) if x > 0 else -(10**6)
+
+
 def _bucket(v: object) -> object:
     if isinstance(v, int | float) and not isinstance(v, bool):
-        return round(math.log2(v) * 16) if v > 0 else -(10**6)
+        return log_bucket(float(v))
     return v
 
 

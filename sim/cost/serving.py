@@ -34,7 +34,7 @@ from sim.cost.memory import (
     plan_memory,
 )
 from sim.cost.overlap import NORMAL_KERNEL_SM_SHARE, two_batch_step
-from sim.cost.pricing import Pricer, combine, scale
+from sim.cost.pricing import Pricer, combine, log_bucket, scale
 from sim.cost.roofline import OpEstimator, RooflineCost
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
@@ -277,7 +277,7 @@ class ServingCostModel:
         decode_only = bool(batch.is_decode.all())
         n_dec = float(batch.is_decode.sum())
         total = float(tokens_r.sum())
-        key = (decode_only, _bucket(total), _bucket(crit_tokens), _bucket(n_dec))
+        key = (decode_only, log_bucket(total), log_bucket(crit_tokens), log_bucket(n_dec))
         hit = self._unit_memo.get(key)
         if hit is None:
             hit = self._unit_ops_uncached(total, crit_tokens, decode_only, n_dec)
@@ -360,7 +360,7 @@ class ServingCostModel:
         m = self.model
         decode_only = bool(batch.is_decode.all())
         half = (float(tokens_r.sum()) / 2, float(tokens_r[crit]) / 2)
-        key = ("half", decode_only, _bucket(half[0]), _bucket(half[1]))
+        key = ("half", decode_only, log_bucket(half[0]), log_bucket(half[1]))
         hit = self._unit_memo.get(key)
         if hit is None:
             hit = {"moe_routed": self._routed_moe(float(half[0]), decode_only)}
@@ -376,11 +376,6 @@ class ServingCostModel:
         overlapped = two_batch_step(attn, dispatch, moe, combine, layers)
         serial = rank_total + unit_ops["moe_routed"].seconds + comm_time(unit_ops)
         return serial - overlapped
-
-
-def _bucket(x: float) -> int:
-    """Integer 2^(1/16) bucket of a positive number (0 and below: -1)."""
-    return round(math.log2(x) * 16) if x > 0 else -1
 
 
 def _buckets(x: np.ndarray) -> np.ndarray:
