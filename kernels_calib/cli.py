@@ -40,6 +40,12 @@ def _calibrate_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--name", default=None, help="profile name (default: the file name)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument(
+        "--time-limit-s",
+        type=float,
+        default=None,
+        help="start no point after this many seconds; the profile keeps what was measured",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
 
@@ -61,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is visible to torch")
     ops = [o.strip() for o in opts.ops.split(",") if o.strip()]
+    if opts.time_limit_s is not None and opts.time_limit_s <= 0:
+        parser.error(f"--time-limit-s must be positive, got {opts.time_limit_s}")
     started = time.perf_counter()
     try:
         profile = calibrate(
@@ -72,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name=opts.name or opts.out.stem,
             seed=opts.seed,
             show_progress=not opts.no_progress,
+            time_limit_s=opts.time_limit_s,
         )
     except ValueError as exc:
         parser.error(str(exc))
@@ -84,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for c in profile.crossover:
         where = f"{c.crossover_new_tokens:.0f} new tokens" if c.crossover_new_tokens else c.status
         print(f"absorb/expand crossover after a {c.prefix_len_tokens}-token prefix: {where}")
-    failed = [n for n in profile.notes if "FAILED" in n or "not timed" in n or "raised" in n]
+    flags = ("FAILED", "not timed", "raised", "stopped", "not run")
+    failed = [n for n in profile.notes if any(f in n for f in flags)]
     for note in failed:
         print(f"note: {note}")
     print(f"summary: python -m kernels_calib report {path}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -16,6 +17,10 @@ from sim.specs.profile import CrossoverPoint, KeyValue, OpTable
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 Row = tuple[tuple[float, ...], Timing | None]  # None: the point raised and was not timed
+
+
+class StopCalibration(Exception):
+    """Raised at the next point once the run's time limit is spent or it was asked to stop."""
 
 
 @dataclass
@@ -33,6 +38,8 @@ class Ctx:
     notes: list[str] = field(default_factory=list)
     crossover: list[CrossoverPoint] = field(default_factory=list)
     libraries: dict[str, str] = field(default_factory=dict)
+    deadline: float | None = None  # time.perf_counter() value after which no point starts
+    stop_reason: str | None = None  # set (e.g. by a signal handler) to stop at the next point
 
     @property
     def device(self) -> str:
@@ -54,7 +61,13 @@ class Ctx:
         return (t * std).to(dtype)
 
     def advance(self, label: str) -> None:
-        """Move to the next planned point (progress bar and messages)."""
+        """Move to the next planned point (progress bar and messages); raise StopCalibration
+        instead when the time limit is spent or a stop was requested."""
+        late = self.deadline is not None and time.perf_counter() > self.deadline
+        if self.stop_reason is None and late:
+            self.stop_reason = "time limit spent"
+        if self.stop_reason is not None:
+            raise StopCalibration(f"{self.stop_reason} before {label!r}")
         self.current = label
         self.progress(label)
 

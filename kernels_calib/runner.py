@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime
 import platform
 import re
+import signal
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from types import ModuleType
 
 import torch
@@ -21,7 +23,7 @@ from rich.progress import (
 )
 
 from kernels_calib import comm, crossover, dsa, gemm, mla_decode, mla_prefill, moe
-from kernels_calib.context import Ctx
+from kernels_calib.context import Ctx, StopCalibration
 from kernels_calib.plan import FAMILIES, make_plan
 from kernels_calib.roofline_factors import derive
 from kernels_calib.writer import model_shape
@@ -86,8 +88,13 @@ def device_info(device: str, gpu: str | None) -> DeviceInfo:
 
 
 def _run_family(ctx: Ctx, mod: ModuleType) -> None:
+    if ctx.stop_reason is not None:
+        ctx.notes.append(f"{mod.__name__}: not run ({ctx.stop_reason})")
+        return
     try:
         mod.run(ctx)
+    except StopCalibration as stop:
+        ctx.notes.append(f"{mod.__name__}: stopped ({stop}); tables measured before it are kept")
     except RuntimeError as exc:  # e.g. out of memory while building inputs
         ctx.notes.append(
             f"{mod.__name__}: aborted at {ctx.current!r} ({exc!r}); tables measured before it "
@@ -95,6 +102,20 @@ def _run_family(ctx: Ctx, mod: ModuleType) -> None:
         )
         if ctx.device == "cuda":
             torch.cuda.empty_cache()
+
+
+def _stop_on_sigterm(ctx: Ctx) -> Callable[[], None]:
+    """Ask the run to stop at its next point on SIGTERM; returns what restores the old handler."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def stop(signum: int, frame: object) -> None:
+        ctx.stop_reason = "stopped by SIGTERM"
+
+    try:
+        signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: signals cannot be caught here
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def calibrate(
@@ -107,8 +128,13 @@ def calibrate(
     name: str = "measured",
     seed: int = 0,
     show_progress: bool = True,
+    time_limit_s: float | None = None,
 ) -> Profile:
     """Measure the `ops` families on `device` and return the profile (nothing is written).
+
+    With `time_limit_s`, no point starts after that many seconds: the families not finished by
+    then are noted and the profile keeps every table measured before. SIGTERM (e.g. from
+    `timeout`) stops the run the same way at the next point, so a profile is still returned.
 
     Raises ValueError for an unknown family, a non-MLA model, or a GPU the catalog lacks.
     """
@@ -132,6 +158,7 @@ def calibrate(
         gen=gen,
         device_name=info.name,
         gpu=load_gpu(gpu),
+        deadline=None if time_limit_s is None else time.perf_counter() + time_limit_s,
     )
     if device == "cpu":
         ctx.notes.append(
@@ -151,6 +178,7 @@ def calibrate(
     threads = torch.get_num_threads()
     if device == "cpu":  # one thread: intra-op thread pools stall badly on a shared machine
         torch.set_num_threads(1)
+    restore_sigterm = _stop_on_sigterm(ctx)
     try:
         with Progress(*columns, console=Console(stderr=True), disable=not show_progress) as bar:
             task = bar.add_task("calibrating", total=total)
@@ -159,6 +187,7 @@ def calibrate(
                 _run_family(ctx, mod)
     finally:
         torch.set_num_threads(threads)
+        restore_sigterm()
     ctx.notes += [f"{family}: not requested (--ops)" for family in FAMILIES if family not in ops]
     fallback = load_profile(f"{gpu}-roofline").roofline
     factors, factor_notes = derive(

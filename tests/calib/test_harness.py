@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,34 @@ def test_a_point_that_raises_is_skipped_and_noted() -> None:
         "gemm", {"k": 4, "n": 4}, ("m",), [((4.0,), ok), ((8.0,), None)], dtype="bf16", impl="t"
     )
     assert len(ctx.tables) == 1 and ctx.tables[0].axes == {"m": [4.0]}
+
+
+def test_a_spent_time_limit_stops_the_run_and_keeps_a_valid_profile() -> None:
+    profile = calibrate(
+        device="cpu", quick=True, ops=["gemm", "moe"], show_progress=False, time_limit_s=1e-9
+    )
+    assert profile.tables == []
+    assert any(n.startswith("kernels_calib.gemm: stopped (time limit spent") for n in profile.notes)
+    assert "kernels_calib.moe: not run (time limit spent)" in profile.notes
+
+
+def test_sigterm_stops_at_the_next_point_keeping_earlier_tables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kernels_calib import gemm
+
+    real_run = gemm.run
+
+    def terminated_then_run(ctx: Ctx) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # as `timeout` would, mid-run
+        real_run(ctx)
+
+    monkeypatch.setattr(gemm, "run", terminated_then_run)
+    before = signal.getsignal(signal.SIGTERM)
+    profile = calibrate(
+        device="cpu", quick=True, ops=["mla_decode", "gemm", "moe"], show_progress=False
+    )
+    assert {t.op for t in profile.tables} == {"mla_decode"}
+    assert any("gemm: stopped (stopped by SIGTERM" in n for n in profile.notes)
+    assert "kernels_calib.moe: not run (stopped by SIGTERM)" in profile.notes
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is put back
