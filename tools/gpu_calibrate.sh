@@ -25,6 +25,7 @@ python3 -m pytest tests/calib -m gpu -q -p no:cacheprovider --durations=5 2>&1 \
 # the default grid, sized for 5 min: no point starts after 300 s (the profile keeps what was
 # measured and says what was not); SIGTERM from `timeout` stops it the same way
 timeout -k 20 400 python3 -m kernels_calib --device cuda --time-limit-s 300 \
-  --out "$out/$name.json" 2>&1 | tee "$out/calibrate.log"
+  --out "$out/$name.json" 2>&1 | tee "$out/calibrate.log" || true
+test -f "$out/$name.json" || { echo "no profile written: see $out/calibrate.log"; exit 1; }
 python3 -m kernels_calib report "$out/$name.json" --all > "$out/$name-report.txt" 2>&1
 tail -n 40 "$out/$name-report.txt"
