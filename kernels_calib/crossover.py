@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels_calib import correctness, mla_decode, mla_torch
+from kernels_calib import correctness, mla_decode, mla_prefill, mla_torch
 from kernels_calib.context import Ctx, Row
 from sim.specs.profile import CrossoverPoint
 
@@ -45,12 +45,13 @@ def absorb_path(x: Extend, core: mla_decode.DecodeKernel) -> torch.Tensor:
     return torch.bmm(o_lat.transpose(0, 1), c.w_uv).transpose(0, 1)[None]
 
 
-def expand_path(x: Extend) -> torch.Tensor:
+def expand_path(x: Extend, attend: mla_prefill.Core = mla_torch.expanded_attention) -> torch.Tensor:
+    """kv_b up-projection of the whole cache, then expanded attention with `attend`."""
     c = x.case
     heads, d_k = c.w_uk.shape[0], c.w_uk.shape[1]
     k, v = mla_torch.expand_kv(c.latent, c.k_rope, x.w_kv_b, heads, d_k)
     q = torch.cat([c.q_nope, c.q_rope], dim=-1).transpose(1, 2)
-    return mla_torch.expanded_attention(q, k, v, c.scale).transpose(1, 2)
+    return attend(q, k, v, c.scale).transpose(1, 2)
 
 
 def _case(ctx: Ctx, new: int, kv: int, heads: int) -> correctness.MlaCase:
@@ -84,7 +85,7 @@ def _checked(ctx: Ctx, kernel: mla_decode.DecodeKernel) -> bool:
             expand_path(x).float(),
             correctness.absorb(case),
             bound,
-            "extend expand path [torch_sdpa]",
+            "extend expand path [kv_b matmul + torch_sdpa]",
         ),
     ]
     ctx.notes += [r.message for r in results]
@@ -142,7 +143,11 @@ def _absorb_kernel(ctx: Ctx) -> mla_decode.DecodeKernel | None:
 def run(ctx: Ctx) -> None:
     p, heads = ctx.plan, ctx.plan.heads
     kernel = _absorb_kernel(ctx)
-    if kernel is None:
+    # the expand side attends with the fastest checked prefill kernel, as an engine would
+    probe = (max(p.crossover_new), max(p.crossover_prefix))
+    candidates = mla_prefill.one_shot_candidates(ctx)
+    attend, attend_impl = mla_prefill.fastest(ctx, "extend expand attention", candidates, probe)
+    if kernel is None or attend is None:
         ctx.notes.append("crossover: the extend paths failed their check; not timed")
         for _ in range(count(ctx)):
             ctx.advance("crossover skipped")
@@ -157,7 +162,7 @@ def run(ctx: Ctx) -> None:
             ctx.advance(f"extend absorb new={new} prefix={prefix}")
             a = ctx.time_call(absorb_path, x, kernel)
             ctx.advance(f"extend expand new={new} prefix={prefix}")
-            e = ctx.time_call(expand_path, x)
+            e = ctx.time_call(expand_path, x, attend)
             absorb_rows.append((at, a))
             expand_rows.append((at, e))
             if a is not None and e is not None:
@@ -175,5 +180,5 @@ def run(ctx: Ctx) -> None:
         axes,
         expand_rows,
         dtype="bf16",
-        impl="matmul+torch_sdpa",
+        impl=f"matmul+{attend_impl}",
     )

@@ -64,6 +64,16 @@ def expanded_attention(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(s, kv), scale=scale)
 
 
+def expanded_attention_vpad(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """`expanded_attention` with V zero-padded to the q/k width and the output cut back: the
+    flash backends want one head width, and serving engines pad V the same way (the copy is
+    part of the cost timed)."""
+    pad = q.shape[-1] - v.shape[-1]
+    return expanded_attention(q, k, F.pad(v, (0, pad)), scale)[..., : v.shape[-1]]
+
+
 def attention_lse(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,6 +106,20 @@ def attention_lse_fused(
         q, k, v, None, True, 0.0, causal, scale=scale
     )
     return out, lse[..., : q.shape[2]].float()
+
+
+def attention_lse_flash_vpad(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`attention_lse` through torch's flash kernel (CUDA only), V padded to the q/k width.
+
+    Causal is top-left aligned, as for `attention_lse_fused`.
+    """
+    dv = v.shape[-1]
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention(
+        q, k, F.pad(v, (0, q.shape[-1] - dv)), 0.0, causal, False, scale=scale
+    )[:2]
+    return out[..., :dv], lse.float()
 
 
 def merge_lse(

@@ -180,3 +180,19 @@ def test_sigterm_stops_at_the_next_point_keeping_earlier_tables(
     assert any("gemm: stopped (stopped by SIGTERM" in n for n in profile.notes)
     assert "kernels_calib.moe: not run (stopped by SIGTERM)" in profile.notes
     assert signal.getsignal(signal.SIGTERM) == before  # the handler is put back
+
+
+def test_the_fastest_checked_prefill_kernel_times_the_grid(quick_profile: Path) -> None:
+    profile = load_profile(str(quick_profile))
+    probes = [n for n in profile.notes if n.startswith("mla_prefill: at seq=")]
+    assert len(probes) == 1 and "torch_sdpa " in probes[0] and "torch_sdpa_vpad " in probes[0]
+    chosen = probes[0].rsplit("the grid uses ", 1)[1]
+    timings = dict(  # "impl 123 us" pairs, fastest first
+        (part.rsplit(" ", 2)[0], float(part.rsplit(" ", 2)[1]))
+        for part in probes[0].split(": ", 2)[2].split("; ")[0].split(", ")
+    )
+    assert chosen == min(timings, key=timings.__getitem__)
+    impls = {t.impl for t in profile.tables if t.op == "mla_prefill"}
+    assert impls == {chosen}
+    expand = {t.impl for t in profile.tables if t.op == "mla_extend_expand"}
+    assert len(expand) == 1 and expand.pop().startswith("matmul+torch_sdpa")
