@@ -3,12 +3,8 @@
 #   h200-measured.json (the profile), h200-measured-report.txt, gpu-tests.txt, calibrate.log.
 #
 # The machine needs torch with CUDA, numpy, pyyaml, rich and pydantic. Where pydantic is missing,
-# fetch its wheels beside the repo first (here, on a machine that reaches PyPI) into .whl/:
-#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-#     --implementation cp --platform manylinux_2_17_x86_64 -d .whl \
-#     pydantic pydantic-core annotated-types typing-inspection
-# and carry `.whl` with the run; this script installs whatever lies in .whl/.
-#
+# run `bash tools/device_wheels.sh` here first (fetches its wheels into git-ignored .whl/) and
+# carry `.whl` with the run; this script installs whatever lies in .whl/.
 # Usage (repo root): OUT=/some/dir bash tools/gpu_calibrate.sh [NAME]   (NAME default h200-measured)
 set -euo pipefail
 name="${1:-h200-measured}"
