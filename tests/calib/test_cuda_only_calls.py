@@ -1,0 +1,34 @@
+"""CUDA-only kernels called with the right arguments: checked on meta tensors, without a GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels_calib import mla_torch
+
+
+@pytest.mark.parametrize(
+    "lse_attention", [mla_torch.attention_lse_flash_vpad, mla_torch.attention_lse_fused]
+)
+@pytest.mark.parametrize("causal", [True, False])
+def test_fused_lse_kernels_return_output_and_lse_shapes(
+    lse_attention: mla_torch.LseAttention, causal: bool
+) -> None:
+    q, k, v = (
+        torch.empty(*shape, device="meta", dtype=torch.bfloat16)
+        for shape in ((2, 4, 16, 192), (2, 4, 40, 192), (2, 4, 40, 128))
+    )
+    out, lse = lse_attention(q, k, v, 0.07, causal)
+    assert out.shape == (2, 4, 16, 128) and out.dtype == torch.bfloat16
+    assert lse.shape == (2, 4, 16) and lse.dtype == torch.float32
+
+
+def test_padded_sdpa_matches_plain_sdpa_on_cpu() -> None:
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 2, 8, 192, generator=gen), torch.randn(1, 2, 24, 192, generator=gen)
+    v = torch.randn(1, 2, 24, 128, generator=gen)
+    plain = mla_torch.expanded_attention(q, k, v, 0.07)
+    padded = mla_torch.expanded_attention_vpad(q, k, v, 0.07)
+    assert padded.shape == plain.shape
+    assert torch.allclose(padded, plain, atol=1e-5)
