@@ -32,3 +32,22 @@ def test_padded_sdpa_matches_plain_sdpa_on_cpu() -> None:
     padded = mla_torch.expanded_attention_vpad(q, k, v, 0.07)
     assert padded.shape == plain.shape
     assert torch.allclose(padded, plain, atol=1e-5)
+
+
+def test_fp8_gemm_operands_pass_their_check_through_scaled_mm() -> None:
+    """The FP8 GEMM is timed on CUDA only, but torch._scaled_mm also runs on CPU: the operand
+    layout and scales the CUDA run uses are checked here."""
+    from kernels_calib import gemm
+    from kernels_calib.context import Ctx
+    from kernels_calib.plan import make_plan
+    from sim.catalog import load_model
+
+    model = load_model("deepseek-v3")
+    ctx = Ctx(
+        plan=make_plan("cpu", True, model.num_heads),
+        model=model,
+        gen=torch.Generator().manual_seed(0),
+        device_name="cpu",
+    )
+    assert gemm._check(ctx, "fp8")
+    assert ctx.notes[-1].startswith("gemm fp8 [torch_scaled_mm]: relative error")
