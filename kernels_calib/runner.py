@@ -22,7 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from kernels_calib import comm, crossover, dsa, gemm, mla_decode, mla_prefill, moe
+from kernels_calib import comm, crossover, dsa, elementwise, gemm, mla_decode, mla_prefill, moe
 from kernels_calib.context import Ctx, StopCalibration
 from kernels_calib.plan import FAMILIES, make_plan
 from kernels_calib.roofline_factors import derive
@@ -38,6 +38,7 @@ MODULES: dict[str, tuple[ModuleType, ...]] = {
     "gemm": (gemm,),
     "moe": (moe,),
     "dsa": (dsa,),
+    "elementwise": (elementwise,),
     "comm": (comm,),
 }
 CPU_REFERENCE_GPU = "h200"
@@ -111,11 +112,14 @@ def _stop_on_sigterm(ctx: Ctx) -> Callable[[], None]:
     def stop(signum: int, frame: object) -> None:
         ctx.stop_reason = "stopped by SIGTERM"
 
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
     try:
         signal.signal(signal.SIGTERM, stop)
     except ValueError:  # not the main thread: signals cannot be caught here
         return lambda: None
-    return lambda: signal.signal(signal.SIGTERM, previous)
+    return restore
 
 
 def calibrate(
