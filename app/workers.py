@@ -91,10 +91,3 @@ def simulate(scenario_json: str, progress: Any = None) -> dict[str, Any]:
         "samples": {o.deployment.name: latency_samples(o) for o in outputs},
         "sim_wall_s": time.perf_counter() - start_s,
     }
-
-
-def run_point(scenario_json: str) -> dict[str, Any]:
-    """A load-sweep point: the results only."""
-    from sim.run import run_scenario
-
-    return run_scenario(Scenario.model_validate_json(scenario_json)).model_dump(mode="json")

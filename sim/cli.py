@@ -13,6 +13,7 @@ from rich.table import Table
 from sim import cli_physics
 from sim.catalog import gpu_names, load_gpu, load_model, model_names
 from sim.cli_run import register as register_run
+from sim.cli_search import register as register_search
 from sim.io.check import register as register_check
 
 app = typer.Typer(
@@ -100,6 +101,7 @@ def run_app(port: int = typer.Option(8501, help="Local port.")) -> None:
 
 register_run(app)
 register_check(app)
+register_search(app)
 
 
 def main() -> None:

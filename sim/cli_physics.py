@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sim.catalog import gpu_names, load_gpu, load_model, model_names
@@ -22,7 +23,7 @@ console = Console()
 
 def usage_error(message: str) -> typer.Exit:
     """Print a usage error and return the exit (code 2) for the caller to raise."""
-    Console(stderr=True).print(f"[red]error:[/red] {message}")
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code=2)
 
 

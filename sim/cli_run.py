@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
@@ -118,7 +119,7 @@ def run(
     try:
         sc = load_scenario(scenario)
     except ScenarioError as exc:
-        console.print(f"[red]{exc}[/red]", highlight=False)
+        console.print(f"[red]{escape(str(exc))}[/red]", highlight=False)
         raise typer.Exit(2) from None
     try:
         with Progress(console=console, transient=True) as bar:
@@ -127,7 +128,7 @@ def run(
                 sc, progress=lambda name, f: bar.update(tasks[name], completed=f)
             )
     except ValueError as exc:
-        console.print(f"[red]{scenario}: {exc}[/red]", highlight=False)
+        console.print(f"[red]{escape(f'{scenario}: {exc}')}[/red]", highlight=False)
         raise typer.Exit(2) from None
     results = summarize_scenario(sc, outputs)
     console.print(results_table(sc, results))

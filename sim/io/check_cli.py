@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -109,7 +110,7 @@ def check_command(
     try:
         report = check_paths(paths or [Path("scenarios")], jobs=jobs, update_golden=update_golden)
     except FileNotFoundError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(2) from None
     render(report, console, verbose=verbose)
     if not report.ok:

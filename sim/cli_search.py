@@ -1,0 +1,226 @@
+"""`mlasim sweep` and `mlasim capacity`: grids of scenarios and the rate each deployment sustains.
+
+`register(app)` adds both commands to the `mlasim` Typer app.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sim.cli_physics import usage_error
+from sim.search.backends import BACKENDS, Backend, BackendError, make_backend
+from sim.search.overrides import OverrideError
+from sim.specs.scenario import Scenario
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="PATH=VALUE override (repeatable), e.g. workload.rate_req_s=40, "
+        "deployments.dp_ep.mtp_draft_tokens=1, deployments.*.kv_dtype=fp8, run.duration_s=60.",
+    ),
+]
+BackendOpt = Annotated[
+    str, typer.Option("--backend", help=f"Where runs execute: {', '.join(BACKENDS)}.")
+]
+JobsOpt = Annotated[
+    int | None, typer.Option("--jobs", help="Worker processes (process backend; default: CPUs).")
+]
+RayOpt = Annotated[
+    str | None,
+    typer.Option("--ray-address", help="Ray cluster address (default: $RAY_ADDRESS, else local)."),
+]
+
+
+def _load(path: Path) -> Scenario:
+    from sim.io.scenario_io import ScenarioError, load_scenario
+
+    try:
+        return load_scenario(path)
+    except ScenarioError as exc:
+        raise usage_error(str(exc)) from None
+
+
+def _backend(name: str, jobs: int | None, ray_address: str | None) -> Backend:
+    try:
+        return make_backend(name, jobs=jobs, ray_address=ray_address)
+    except BackendError as exc:
+        raise usage_error(f"--backend {name}: {exc}") from None
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+@contextmanager
+def _run_errors(scenario: Path) -> Iterator[None]:
+    """A run that fails on its inputs (a deployment that does not fit) exits 2, as `run` does."""
+    try:
+        yield
+    except (ValueError, OverrideError) as exc:
+        raise usage_error(f"{scenario}: {exc}") from None
+
+
+def _f(x: float | None, digits: int = 3, scale: float = 1.0) -> str:
+    if x is None:
+        return "-"
+    v = x * scale
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+
+
+def _cell(v: Any) -> str:
+    return json.dumps(v) if isinstance(v, list | dict) else str(v)
+
+
+def sweep(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    set_: SetOpt = None,
+    backend: BackendOpt = "process",
+    jobs: JobsOpt = None,
+    ray_address: RayOpt = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write rows as JSON.")] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="Write rows as CSV.")] = None,
+) -> None:
+    """Run a grid of scenario variants: every combination of the --set values.
+
+    Each --set PATH=V1,V2,... (or PATH=[V1, V2]) is an axis; the grid is their product.
+
+    At most 1000 points; output has one row per point x deployment.
+    """
+    from sim.search.grid import grid_points, parse_axis
+    from sim.search.sweep import run_grid, sweep_rows, write_rows_csv, write_rows_json
+
+    console = Console()
+    base = _load(scenario)
+    try:
+        axes = [parse_axis(s) for s in set_ or []]
+        points = grid_points(base, axes)
+    except OverrideError as exc:
+        raise usage_error(f"--set: {exc}") from None
+    runner = _backend(backend, jobs, ray_address)
+    with runner, _run_errors(scenario), _progress(console) as bar:
+        task = bar.add_task(f"sweep ({runner.name})", total=len(points))
+        results = run_grid(points, runner, lambda done, n: bar.update(task, completed=done))
+    rows = sweep_rows(points, results)
+    varying = [a.path for a in axes if len(a.values) > 1]
+    t = Table(title=f"sweep of {base.name}: {len(points)} points x {len(base.deployments)} deps")
+    t.add_column("#", justify="right")
+    for col in (*varying, "deployment"):
+        t.add_column(col, overflow="fold")
+    for col in ("tok/s/GPU", "TTFT p90 ms", "TPOT p90 ms", "goodput req/s", "SLO met"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(
+            str(r["point"]),
+            *(_cell(r[p]) for p in varying),
+            r["deployment"],
+            _f(r["output_tok_s_per_gpu"]),
+            _f(r["ttft_s.p90"], 3, 1e3),
+            _f(r["tpot_s.p90"], 3, 1e3),
+            _f(r["goodput_req_s"]),
+            "yes" if r["slo_met"] else "no",
+        )
+    console.print(t)
+    for path, writer in ((json_out, write_rows_json), (csv_out, write_rows_csv)):
+        if path is not None:
+            writer(rows, path)
+            console.print(f"wrote {path}")
+
+
+def capacity(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file (poisson or gamma).")],
+    target_rate: Annotated[
+        float, typer.Option("--target-rate", help="Arrival rate to provision for, req/s.")
+    ],
+    tolerance: Annotated[
+        float, typer.Option("--tolerance", help="Relative precision of the maximum rate.")
+    ] = 0.05,
+    max_runs: Annotated[
+        int, typer.Option("--max-runs", help="Most simulations per deployment.")
+    ] = 20,
+    probes_per_round: Annotated[
+        int, typer.Option("--probes-per-round", help="Rates probed at once per deployment.")
+    ] = 1,
+    set_: SetOpt = None,
+    backend: BackendOpt = "process",
+    jobs: JobsOpt = None,
+    ray_address: RayOpt = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report JSON.")] = None,
+) -> None:
+    """Highest arrival rate each deployment serves within the SLO; GPUs for --target-rate.
+
+    Doubles or halves workload.rate_req_s until the SLO is bracketed, then bisects it.
+
+    Each probe simulates one deployment for the scenario's run.duration_s.
+    """
+    from sim.search.capacity import CapacityError, capacity_search, check_options
+    from sim.search.overrides import apply_overrides, parse_assignment
+
+    console = Console()
+    try:
+        sc = apply_overrides(_load(scenario), [parse_assignment(s) for s in set_ or []])
+        check_options(sc, target_rate, tolerance, max_runs, probes_per_round)
+    except (OverrideError, CapacityError) as exc:
+        raise usage_error(str(exc)) from None
+    runner = _backend(backend, jobs, ray_address)
+    with runner, _run_errors(scenario), _progress(console) as bar:
+        task = bar.add_task(f"capacity ({runner.name})", total=max_runs * len(sc.deployments))
+
+        def on_probe(name: str, rate: float, ok: bool) -> None:
+            verdict = "meets" if ok else "misses"
+            bar.update(task, advance=1, description=f"{name} {verdict} at {rate:.4g} req/s")
+
+        report = capacity_search(
+            sc, target_rate, runner, tolerance=tolerance, max_runs=max_runs,
+            probes_per_round=probes_per_round, on_probe=on_probe,
+        )  # fmt: skip
+    pct = f"p{sc.slo.percentile:g}"
+    t = Table(
+        title=f"{sc.name}: highest rate meeting the SLO ({pct} TTFT <= {sc.slo.ttft_s:g} s, "
+        f"TPOT <= {sc.slo.tpot_s * 1e3:g} ms); replicas and GPUs for {target_rate:g} req/s"
+    )
+    t.add_column("deployment", no_wrap=True)
+    for col in ("max req/s", "tok/s/GPU", f"TTFT {pct} ms", f"TPOT {pct} ms", "replicas", "GPUs",
+                "runs"):  # fmt: skip
+        t.add_column(col, justify="right")
+    t.add_column("status", no_wrap=True)
+    for d in report.deployments:
+        t.add_row(
+            d.deployment,
+            _f(d.max_rate_req_s, 4),
+            _f(d.output_tok_s_per_gpu),
+            _f(d.ttft_s, 3, 1e3),
+            _f(d.tpot_s, 3, 1e3),
+            "-" if d.replicas is None else str(d.replicas),
+            "-" if d.gpus is None else str(d.gpus),
+            str(d.runs),
+            d.status,
+        )
+    console.print(t)
+    for d in report.deployments:
+        console.print(f"{d.deployment}: {d.note}", highlight=False)
+    if json_out is not None:
+        json_out.write_text(json.dumps(report.model_dump(mode="json"), indent=2) + "\n")
+        console.print(f"wrote {json_out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `sweep` and `capacity` to the `mlasim` app."""
+    app.command(name="sweep")(sweep)
+    app.command(name="capacity")(capacity)

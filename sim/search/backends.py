@@ -1,0 +1,216 @@
+"""Executors that run many scenarios: in this process, in a local process pool, or on Ray.
+
+Every backend has one interface: `run(scenarios, progress)` yields `(index, results)` as each
+scenario finishes (in completion order), where `results` is the JSON contract of `Results` as a
+plain dict. Backends are context managers: a pool or a Ray connection opened by the first `run`
+is reused by later ones (a capacity search runs many rounds) and released on exit.
+
+Across processes only JSON strings go out and plain dicts come back: the task function of the
+process and Ray backends is the same `run_scenario_json`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from types import ModuleType, TracebackType
+from typing import Any, Protocol
+
+from sim.specs.scenario import Scenario
+
+ProgressFn = Callable[[int, int], None]  # (scenarios finished, scenarios in this run)
+RAY_INSTALL_HINT = "pip install 'mlasim[dist]'"
+
+
+class BackendError(ValueError):
+    """A backend that cannot be made: unknown name, bad option, or Ray not installed."""
+
+
+def run_scenario_json(scenario_json: str) -> dict[str, Any]:
+    """The task every worker runs: scenario JSON in, results JSON dict out."""
+    from sim.run import run_scenario
+
+    return run_scenario(Scenario.model_validate_json(scenario_json)).model_dump(mode="json")
+
+
+class Backend(Protocol):
+    name: str
+
+    def run(
+        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+    ) -> Iterator[tuple[int, dict[str, Any]]]: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Backend: ...
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+class _Closing:
+    def close(self) -> None:
+        """Release the pool or connection (safe to call twice)."""
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _tick(progress: ProgressFn | None, done: int, total: int) -> None:
+    if progress is not None:
+        progress(done, total)
+
+
+class SerialBackend(_Closing):
+    """One scenario after another in this process (debugging, tiny sweeps)."""
+
+    name = "serial"
+
+    def run(
+        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        for i, sc in enumerate(scenarios):
+            result = run_scenario_json(sc.model_dump_json())
+            _tick(progress, i + 1, len(scenarios))
+            yield i, result
+
+
+class ProcessBackend(_Closing):
+    """A local pool of `jobs` worker processes ('spawn': safe beside threads such as a progress
+    bar or a web server). An `executor` passed in (the app's warmed-up pool) is used as is and
+    left open on close."""
+
+    name = "process"
+
+    def __init__(self, jobs: int | None = None, executor: Executor | None = None) -> None:
+        if jobs is not None and jobs < 1:
+            raise BackendError(f"jobs={jobs}: give at least 1 worker process")
+        self.jobs = jobs or max(1, os.cpu_count() or 1)
+        self._executor, self._owned = executor, executor is None
+
+    def _pool(self) -> Executor:
+        if self._executor is None:
+            ctx = multiprocessing.get_context("spawn")
+            self._executor = ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx)
+        return self._executor
+
+    def run(
+        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        pool = self._pool()
+        futures: dict[Future[dict[str, Any]], int] = {
+            pool.submit(run_scenario_json, sc.model_dump_json()): i
+            for i, sc in enumerate(scenarios)
+        }
+        try:
+            for done, fut in enumerate(as_completed(futures), start=1):
+                result = fut.result()
+                _tick(progress, done, len(scenarios))
+                yield futures[fut], result
+        finally:
+            for fut in futures:
+                fut.cancel()  # a failed point or an abandoned loop leaves no queued work
+
+    def close(self) -> None:
+        if self._owned and self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+
+def import_ray() -> ModuleType:
+    """The `ray` module, or BackendError telling how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise BackendError(
+            f"the 'ray' backend needs Ray, which is not installed: {RAY_INSTALL_HINT} "
+            "(or use --backend process on one machine)"
+        ) from None
+    return ray
+
+
+class RayBackend(_Closing):
+    """One Ray task per scenario on the cluster at `address` (default: $RAY_ADDRESS, else a
+    local Ray started for this run). Each task runs `run_scenario_json`."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None) -> None:
+        self.ray = import_ray()
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self._task: Any = None
+        self._started = False
+
+    def _remote(self) -> Any:
+        if self._task is None:
+            if not self.ray.is_initialized():
+                self.ray.init(address=self.address)
+                self._started = True
+            self._task = self.ray.remote(run_scenario_json)
+        return self._task
+
+    def run(
+        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        task = self._remote()
+        refs = {task.remote(sc.model_dump_json()): i for i, sc in enumerate(scenarios)}
+        pending, done = list(refs), 0
+        while pending:
+            ready, pending = self.ray.wait(pending, num_returns=1)
+            for ref in ready:
+                done += 1
+                result = self.ray.get(ref)
+                _tick(progress, done, len(scenarios))
+                yield refs[ref], result
+
+    def close(self) -> None:
+        if self._started:
+            self.ray.shutdown()
+            self._started = False
+        self._task = None
+
+
+def _process(jobs: int | None, ray_address: str | None) -> Backend:
+    return ProcessBackend(jobs=jobs)
+
+
+def _serial(jobs: int | None, ray_address: str | None) -> Backend:
+    return SerialBackend()
+
+
+def _ray(jobs: int | None, ray_address: str | None) -> Backend:
+    return RayBackend(address=ray_address)
+
+
+# name -> factory(jobs, ray_address); the first is the default
+BACKENDS: dict[str, Callable[[int | None, str | None], Backend]] = {
+    "process": _process,
+    "serial": _serial,
+    "ray": _ray,
+}
+
+
+def make_backend(name: str, *, jobs: int | None = None, ray_address: str | None = None) -> Backend:
+    """A backend by name; BackendError for an unknown name (listing the known ones), a bad
+    option, or Ray missing."""
+    if name not in BACKENDS:
+        raise BackendError(f"unknown backend {name!r}: known backends are {', '.join(BACKENDS)}")
+    return BACKENDS[name](jobs, ray_address)
+
+
+def run_all(
+    backend: Backend, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+) -> list[dict[str, Any]]:
+    """Every scenario's results, in the order given."""
+    out: list[dict[str, Any] | None] = [None] * len(scenarios)
+    for i, result in backend.run(scenarios, progress):
+        out[i] = result
+    return [r for r in out if r is not None]

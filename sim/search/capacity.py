@@ -1,0 +1,248 @@
+"""Capacity search: the highest arrival rate each deployment serves within the SLO, and how many
+replicas (and GPUs) a target rate then takes.
+
+Per deployment (each in its own copy of the scenario), rates are probed from the workload's own
+`rate_req_s`: doubled until one fails (or halved until one meets), then the bracket is narrowed
+geometrically until failing / meeting <= 1 + tolerance, within `max_runs` simulations. Each
+round's probes, over all deployments, go through one backend call, so they run in parallel.
+Every probe simulates the scenario's own `run` (duration, warm-up, seed): same scenario and
+options, same answer.
+
+Latency need not fall monotonically with load in a finite, seeded run; the search stays on the
+safe side: the failing rate is the lowest rate seen to fail, the maximum the highest rate seen to
+meet below it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.metrics.results import DeploymentResults
+from sim.search.backends import Backend
+from sim.search.capacity_report import CapacityReport, CapacityResult, Probe, Status
+from sim.specs.scenario import Scenario, Slo
+
+OPEN_LOOP = ("poisson", "gamma")
+MIN_REQUESTS = 20  # below this many arrivals in the window a percentile says little
+ProbeFn = Callable[[str, float, bool], None]  # (deployment, rate probed, met the SLO)
+
+
+class CapacityError(ValueError):
+    """A scenario or option the capacity search cannot work with."""
+
+
+def meets_slo(d: DeploymentResults, rate_req_s: float, slo: Slo) -> bool:
+    """Whether a deployment serves `rate_req_s` within the SLO. All three must hold:
+
+    1. `slo_met`: TTFT and TPOT at the SLO percentile (over requests that completed in the
+       window) are within their targets;
+    2. no request was rejected (its KV could never fit a rank);
+    3. the backlog is bounded: requests still waiting for admission at the end are no more than
+       arrive in one TTFT target (rate x ttft_s). More means the queue is growing, and those
+       waiting requests, not yet in the percentile, would miss the target.
+    """
+    backlog_ok = d.requests.queued <= backlog_limit(rate_req_s, slo)
+    return d.slo_met and d.requests.rejected == 0 and backlog_ok
+
+
+def backlog_limit(rate_req_s: float, slo: Slo) -> float:
+    """Most requests that may still wait for admission at the end: one TTFT target's arrivals."""
+    return rate_req_s * slo.ttft_s
+
+
+def at_percentile(p: dict[str, Any], percentile: float) -> float | None:
+    """The latency at `percentile` when Results reports it (p50, p90, p99), else None."""
+    key = f"p{percentile:g}"
+    return p.get(key) if key in ("p50", "p90", "p99") else None
+
+
+def probe_scenario(scenario: Scenario, deployment: str, rate_req_s: float) -> Scenario:
+    """The scenario with only `deployment`, at `rate_req_s` (its `expect:` claims dropped: they
+    may name the other deployments)."""
+    data = scenario.model_dump(mode="json")
+    data["deployments"] = [d for d in data["deployments"] if d["name"] == deployment]
+    data["workload"]["rate_req_s"] = rate_req_s
+    data["expect"] = []
+    return Scenario.model_validate(data)
+
+
+@dataclass
+class _Search:
+    """The probes of one deployment so far, and which rates to try next."""
+
+    name: str
+    start: float
+    floor: float
+    probes: dict[float, Probe] = field(default_factory=dict)
+
+    def bracket(self) -> tuple[float | None, float | None]:
+        """(highest meeting rate below `hi`, lowest failing rate `hi`)."""
+        hi = min((r for r, p in self.probes.items() if not p.meets_slo), default=None)
+        ok = [r for r, p in self.probes.items() if p.meets_slo and (hi is None or r < hi)]
+        return max(ok, default=None), hi
+
+    def next_rates(self, width: int, tolerance: float, runs_left: int) -> list[float]:
+        lo, hi = self.bracket()
+        if not self.probes:
+            rates = [self.start * 2**i for i in range(width)]
+        elif lo is None:
+            low = min(self.probes)
+            rates = [low / 2 ** (i + 1) for i in range(width) if low / 2 ** (i + 1) >= self.floor]
+        elif hi is None:
+            rates = [max(self.probes) * 2 ** (i + 1) for i in range(width)]
+        elif hi / lo <= 1 + tolerance:
+            rates = []
+        else:
+            rates = [lo * (hi / lo) ** ((i + 1) / (width + 1)) for i in range(width)]
+        return rates[: max(runs_left, 0)]
+
+
+def _probe(rate: float, d: DeploymentResults, slo: Slo) -> Probe:
+    ttft, tpot = d.ttft_s.model_dump(), d.tpot_s.model_dump()
+    return Probe(
+        rate_req_s=rate,
+        meets_slo=meets_slo(d, rate, slo),
+        slo_met=d.slo_met,
+        ttft_s=at_percentile(ttft, slo.percentile),
+        tpot_s=at_percentile(tpot, slo.percentile),
+        output_tok_s_per_gpu=d.output_tok_s_per_gpu,
+        goodput_req_s=d.goodput_req_s,
+        queued=d.requests.queued,
+        rejected=d.requests.rejected,
+    )
+
+
+def _missed(p: Probe, slo: Slo) -> str:
+    """What a failing probe missed, in words."""
+    pct = f"p{slo.percentile:g}"
+    parts = []
+    if p.ttft_s is not None and p.ttft_s > slo.ttft_s:
+        parts.append(f"TTFT {pct} {p.ttft_s:.3g} s > {slo.ttft_s:g} s")
+    if p.tpot_s is not None and p.tpot_s > slo.tpot_s:
+        parts.append(f"TPOT {pct} {p.tpot_s * 1e3:.3g} ms > {slo.tpot_s * 1e3:g} ms")
+    if p.queued > backlog_limit(p.rate_req_s, slo):
+        parts.append(f"{p.queued} requests still queued")
+    if p.rejected:
+        parts.append(f"{p.rejected} rejected")
+    return ", ".join(parts) or "the SLO"
+
+
+def _verdict(s: _Search, slo: Slo, tolerance: float) -> tuple[Status, str]:
+    lo, hi = s.bracket()
+    if lo is None:
+        low = min(s.probes)
+        more = (
+            f"fewer than {MIN_REQUESTS} requests would arrive in the window below "
+            f"{s.floor:.4g} req/s"
+            if low / 2 < s.floor
+            else "or raise --max-runs to probe lower rates"
+        )
+        return "fails_at_lowest", (
+            f"misses the SLO at every rate probed, down to {low:.4g} req/s "
+            f"({_missed(s.probes[low], slo)}): relax the SLO or change the deployment; {more}"
+        )
+    if hi is None:
+        return "no_failure", (
+            f"meets the SLO at every rate probed, up to {lo:.4g} req/s: the maximum is at least "
+            "that (raise --max-runs to probe higher)"
+        )
+    if hi / lo <= 1 + tolerance:
+        return "converged", f"meets the SLO at {lo:.4g} req/s, misses it at {hi:.4g}"
+    return "max_runs", (
+        f"max runs reached before the tolerance: meets at {lo:.4g} req/s, misses at {hi:.4g} "
+        f"({hi / lo - 1:.0%} apart; raise --max-runs)"
+    )
+
+
+def _result(s: _Search, gpus: int, target: float, slo: Slo, tolerance: float) -> CapacityResult:
+    status, note = _verdict(s, slo, tolerance)
+    lo, hi = s.bracket()
+    at = s.probes[lo] if lo is not None else None
+    replicas = math.ceil(target / lo) if lo is not None else None
+    return CapacityResult(
+        deployment=s.name,
+        gpus_per_deployment=gpus,
+        status=status,
+        note=note,
+        max_rate_req_s=lo,
+        failing_rate_req_s=hi,
+        output_tok_s_per_gpu=at.output_tok_s_per_gpu if at else None,
+        ttft_s=at.ttft_s if at else None,
+        tpot_s=at.tpot_s if at else None,
+        replicas=replicas,
+        gpus=replicas * gpus if replicas is not None else None,
+        runs=len(s.probes),
+        probes=[s.probes[r] for r in sorted(s.probes)],
+    )
+
+
+def check_options(
+    scenario: Scenario, target_rate_req_s: float, tolerance: float, max_runs: int, width: int
+) -> None:
+    """CapacityError naming the option or workload field that the search cannot use."""
+    kind = scenario.workload.kind
+    if kind not in OPEN_LOOP:
+        raise CapacityError(
+            f"workload.kind={kind!r}: capacity search needs an open-loop workload "
+            f"({' or '.join(OPEN_LOOP)}) whose rate_req_s it can vary; for closed-loop or trace "
+            "workloads use `mlasim sweep` over their load"
+        )
+    if not target_rate_req_s > 0:
+        raise CapacityError(f"target rate {target_rate_req_s}: give a rate > 0 req/s")
+    if not 0.001 <= tolerance < 1:
+        raise CapacityError(f"tolerance {tolerance}: give a relative tolerance in [0.001, 1)")
+    if max_runs < 2:
+        raise CapacityError(f"max runs {max_runs}: give at least 2 (one meeting, one failing)")
+    if width < 1:
+        raise CapacityError(f"probes per round {width}: give at least 1")
+
+
+def capacity_search(
+    scenario: Scenario,
+    target_rate_req_s: float,
+    backend: Backend,
+    *,
+    tolerance: float = 0.05,
+    max_runs: int = 20,
+    probes_per_round: int = 1,
+    on_probe: ProbeFn | None = None,
+) -> CapacityReport:
+    """Per deployment: highest rate meeting the SLO (`meets_slo`), replicas and GPUs for the
+    target. `max_runs` bounds each deployment's simulations. Raises CapacityError for a
+    closed-loop or trace workload or a bad option; ValueError from a run propagates."""
+    check_options(scenario, target_rate_req_s, tolerance, max_runs, probes_per_round)
+    start = float(scenario.workload.rate_req_s)  # type: ignore[union-attr]
+    run = scenario.run
+    window = (run.duration_s - run.warmup_s) if run.duration_s is not None else None
+    floor = MIN_REQUESTS / window if window else 0.0
+    searches = [_Search(d.name, start, floor) for d in scenario.deployments]
+    while True:
+        todo = [
+            (s, r)
+            for s in searches
+            for r in s.next_rates(probes_per_round, tolerance, max_runs - len(s.probes))
+        ]
+        if not todo:
+            break
+        jobs = [probe_scenario(scenario, s.name, r) for s, r in todo]
+        for i, results in backend.run(jobs):
+            s, rate = todo[i]
+            d = DeploymentResults.model_validate(results["deployments"][0])
+            s.probes[rate] = _probe(rate, d, scenario.slo)
+            if on_probe is not None:
+                on_probe(s.name, rate, s.probes[rate].meets_slo)
+    gpus = {d.name: d.total_gpus for d in scenario.deployments}
+    return CapacityReport(
+        scenario=scenario.name,
+        target_rate_req_s=target_rate_req_s,
+        slo=scenario.slo,
+        tolerance=tolerance,
+        max_runs=max_runs,
+        duration_s=run.duration_s,
+        deployments=[
+            _result(s, gpus[s.name], target_rate_req_s, scenario.slo, tolerance) for s in searches
+        ],
+    )

@@ -1,0 +1,88 @@
+"""`mlasim sweep` and `mlasim capacity` through Typer: tables, files, and exit code 2 with a
+message on bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import yaml
+from search_scenarios import TINY
+from typer.testing import CliRunner
+
+from sim.cli import app
+
+RUNNER = CliRunner(env={"COLUMNS": "200"})
+
+
+def _scenario(tmp_path: Path, **changes: object) -> Path:
+    p = tmp_path / "tiny.yaml"
+    p.write_text(yaml.safe_dump(TINY | changes, sort_keys=False))
+    return p
+
+
+def test_sweep_table_csv_and_json(tmp_path: Path) -> None:
+    sc, out_csv, out_json = _scenario(tmp_path), tmp_path / "s.csv", tmp_path / "s.json"
+    res = RUNNER.invoke(
+        app,
+        ["sweep", str(sc), "--set", "workload.rate_req_s=2,6", "--set", "run.duration_s=5",
+         "--backend", "serial", "--csv", str(out_csv), "--json", str(out_json)],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "workload.rate_req_s" in res.output and "TTFT p90 ms" in res.output
+    assert "run.duration_s" not in res.output.split("┃", 1)[1]  # fixed values are not columns
+    with out_csv.open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["point"], r["workload.rate_req_s"], r["deployment"]) for r in rows] == [
+        ("0", "2", "tp8"), ("0", "2", "dp8_ep8"), ("1", "6", "tp8"), ("1", "6", "dp8_ep8"),
+    ]  # fmt: skip
+    for col in ("run.duration_s", "output_tok_s_per_gpu", "ttft_s.p90", "tpot_s.p90",
+                "goodput_req_s", "slo_met", "requests.completed"):  # fmt: skip
+        assert col in rows[0]
+    data = json.loads(out_json.read_text())
+    assert [r["deployment"] for r in data] == [r["deployment"] for r in rows]
+    assert data[3]["output_tok_s_per_gpu"] == float(rows[3]["output_tok_s_per_gpu"])
+
+
+def test_sweep_usage_errors_exit_2(tmp_path: Path) -> None:
+    sc = _scenario(tmp_path)
+    cases = [
+        (["--set", "workload.rate=1,2"], "known keys are"),
+        (["--set", "deployments.*.kv_dtype=fp9"], "'bf16' or 'fp8'"),
+        (["--set", "workload.rate_req_s="], "no values"),
+        (["--backend", "dask"], "known backends are process, serial, ray"),
+    ]
+    for args, message in cases:
+        res = RUNNER.invoke(app, ["sweep", str(sc), *args])
+        assert res.exit_code == 2, (args, res.output)
+        assert message in " ".join(res.output.split()), res.output
+    res = RUNNER.invoke(app, ["sweep", str(tmp_path / "missing.yaml")])
+    assert res.exit_code == 2 and "no such scenario file" in res.output
+
+
+def test_capacity_table_and_json(tmp_path: Path) -> None:
+    sc = _scenario(tmp_path, deployments=[TINY["deployments"][1]])
+    out = tmp_path / "c.json"
+    res = RUNNER.invoke(
+        app,
+        ["capacity", str(sc), "--target-rate", "100", "--tolerance", "0.1", "--backend",
+         "serial", "--set", "workload.rate_req_s=20", "--json", str(out)],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    (d,) = report["deployments"]
+    assert d["status"] == "converged" and d["gpus"] == d["replicas"] * 8
+    line = next(x for x in res.output.splitlines() if "dp8_ep8" in x and "converged" in x)
+    assert f"{d['max_rate_req_s']:.4g}" in line and f" {d['gpus']} " in line
+
+
+def test_capacity_refuses_closed_loop_and_missing_ray(tmp_path: Path) -> None:
+    closed = {k: v for k, v in TINY["workload"].items() if k != "rate_req_s"}
+    sc = _scenario(tmp_path, workload=closed | {"kind": "closed", "concurrency": 4})
+    res = RUNNER.invoke(app, ["capacity", str(sc), "--target-rate", "10"])
+    assert res.exit_code == 2 and "poisson or gamma" in res.output
+    res = RUNNER.invoke(app, ["capacity", str(_scenario(tmp_path)), "--target-rate", "10",
+                              "--backend", "ray"])  # fmt: skip
+    assert res.exit_code == 2
+    assert "pip install 'mlasim[dist]'" in " ".join(res.output.split())
