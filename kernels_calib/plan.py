@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from kernels_calib.timing import TimingConfig
 
-FAMILIES = ("mla_decode", "mla_prefill", "gemm", "moe", "dsa", "comm")
+FAMILIES = ("mla_decode", "mla_prefill", "gemm", "moe", "dsa", "elementwise", "comm")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class Plan:
     dsa_prefill_s_q: tuple[int, ...]
     comm_bytes: tuple[int, ...]
     timing: TimingConfig
+    elementwise_tokens: tuple[int, ...]
+    elementwise_hidden: tuple[int, ...]  # fused add+RMSNorm: width 2 x hidden
 
 
 def make_plan(device: str, quick: bool, model_heads: int) -> Plan:
@@ -67,6 +69,8 @@ def make_plan(device: str, quick: bool, model_heads: int) -> Plan:
             dsa_prefill_s_q=(16,),
             comm_bytes=(1 << 16, 1 << 20),
             timing=TimingConfig(warmup=1, runs=5, min_runs=3, budget_s=0.05, cuda_graphs=False),
+            elementwise_tokens=(1, 64) if quick else (1, 16, 256),
+            elementwise_hidden=(256, 1024),
         )
     if quick:
         return Plan(
@@ -93,6 +97,8 @@ def make_plan(device: str, quick: bool, model_heads: int) -> Plan:
             dsa_prefill_s_q=(2048,),
             comm_bytes=(1 << 20, 1 << 26),
             timing=TimingConfig(warmup=2, runs=20, min_runs=5, budget_s=0.05),
+            elementwise_tokens=(1, 64, 1024, 16384),
+            elementwise_hidden=(256, 1536, 7168),
         )
     return Plan(
         device=device,
@@ -118,4 +124,6 @@ def make_plan(device: str, quick: bool, model_heads: int) -> Plan:
         dsa_prefill_s_q=(1024, 4096),
         comm_bytes=tuple(1 << e for e in range(16, 31, 2)),
         timing=TimingConfig(warmup=3, runs=30, min_runs=5, budget_s=0.15),
+        elementwise_tokens=(1, 4, 16, 64, 256, 1024, 4096, 16384),
+        elementwise_hidden=(256, 512, 1536, 4096, 7168),
     )

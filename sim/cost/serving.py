@@ -16,7 +16,7 @@ from sim.cost import comm
 from sim.cost.batch import BatchShape, OpTime, StepCost
 from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.dispatch import Segments, choose_paths
-from sim.cost.experts import busiest_gpu_tokens
+from sim.cost.elementwise import draft_elementwise, rank_elementwise, routed_elementwise
 from sim.cost.layer_ops import (
     RankContext,
     RankSegments,
@@ -27,7 +27,6 @@ from sim.cost.layer_ops import (
     mla_layer,
 )
 from sim.cost.memory import (
-    WEIGHT_BYTES,
     dsa_active,
     kv_bytes_per_token,
     kv_bytes_per_token_layer,
@@ -36,6 +35,7 @@ from sim.cost.memory import (
 from sim.cost.overlap import NORMAL_KERNEL_SM_SHARE, two_batch_step
 from sim.cost.pricing import Pricer, combine, log_bucket, scale
 from sim.cost.roofline import OpEstimator, RooflineCost
+from sim.cost.routed import routed_gemms
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
@@ -213,6 +213,7 @@ class ServingCostModel:
         ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
         logits = float(s.q[s.is_decode].sum() + (~s.is_decode).sum())
         ops["lm_head"] = gemm(pr, c, logits, m.hidden_size, m.vocab_size // c.tp)
+        ops["elementwise"] = rank_elementwise(pr, c, s)
         drafts = self.deployment.mtp_draft_tokens
         if drafts and s.is_decode.any():
             dec = s.is_decode
@@ -224,6 +225,7 @@ class ServingCostModel:
             step = combine(
                 *draft_layer.values(),
                 *ffn_rank_ops(pr, c, n).values(),
+                draft_elementwise(pr, c, one),
                 gemm(pr, c, n, 2 * m.hidden_size, m.hidden_size),
                 gemm(pr, c, n, m.hidden_size, m.vocab_size // c.tp),
             )
@@ -231,44 +233,8 @@ class ServingCostModel:
         return ops
 
     def _routed_moe(self, unit_tokens: float, decode_only: bool) -> OpTime:
-        """One MoE layer's routed experts on the busiest EP GPU."""
-        m, d = self.model, self.deployment
-        moe = m.moe
-        if unit_tokens <= 0:
-            return ZERO
-        busiest = busiest_gpu_tokens(
-            unit_tokens * moe.experts_per_token,
-            moe.n_routed_experts,
-            d.ep,
-            d.expert_zipf_s,
-            d.eplb_redundant_experts,
-        )
-        local = math.ceil((moe.n_routed_experts + d.eplb_redundant_experts) / d.ep)
-        inter = moe.moe_intermediate_size // d.moe_tp
-        h, wb, cdt = m.hidden_size, WEIGHT_BYTES[d.weight_dtype], self.ctx.compute_dtype
-        attrs = {
-            "tokens_per_expert": max(busiest / local, 1e-3),
-            "num_local_experts": local,
-            "hidden": h,
-            "intermediate": inter,
-            "layout": "masked" if decode_only else "contiguous",
-        }
-        touched = min(local, busiest)  # experts that receive no token are not read
-        up = self.pricer.op(
-            "moe_up",
-            attrs,
-            2.0 * busiest * h * 2 * inter,
-            touched * h * 2 * inter * wb + busiest * (h + 2 * inter) * 2,
-            cdt,
-        )
-        down = self.pricer.op(
-            "moe_down",
-            attrs,
-            2.0 * busiest * inter * h,
-            touched * inter * h * wb + busiest * (inter + h) * 2,
-            cdt,
-        )
-        return combine(up, down)
+        """One MoE layer's routed-expert GEMMs on the busiest EP GPU."""
+        return routed_gemms(self.pricer, self.model, self.deployment, unit_tokens, decode_only)
 
     def _unit_ops(
         self, batch: BatchShape, tokens_r: np.ndarray, crit_tokens: float
@@ -291,9 +257,12 @@ class ServingCostModel:
     ) -> dict[str, OpTime]:
         m, d = self.model, self.deployment
         ops = {"moe_routed": scale(self._routed_moe(n, decode_only), m.moe_layers)}
+        act = routed_elementwise(self.pricer, m, d, n, decode_only)
+        ops["moe_elementwise"] = scale(act, m.moe_layers)
         drafts = d.mtp_draft_tokens
         if drafts and n_dec > 0:
-            ops["mtp_draft"] = scale(self._routed_moe(n_dec, True), drafts)
+            act = routed_elementwise(self.pricer, m, d, n_dec, True)
+            ops["mtp_draft_moe"] = scale(combine(self._routed_moe(n_dec, True), act), drafts)
         ops.update(self._comm_ops(crit_tokens, decode_only))
         return ops
 
@@ -363,7 +332,9 @@ class ServingCostModel:
         key = ("half", decode_only, log_bucket(half[0]), log_bucket(half[1]))
         hit = self._unit_memo.get(key)
         if hit is None:
-            hit = {"moe_routed": self._routed_moe(float(half[0]), decode_only)}
+            gemms = self._routed_moe(half[0], decode_only)
+            act = routed_elementwise(self.pricer, m, self.deployment, half[0], decode_only)
+            hit = {"moe_routed": combine(gemms, act)}  # SiLU runs between up and down
             hit.update(self._comm_ops(float(half[1]), decode_only))
             self._unit_memo[key] = hit
         layers = m.moe_layers
@@ -372,9 +343,10 @@ class ServingCostModel:
         attn = rank_total / 2 / layers * slow
         moe = hit["moe_routed"].seconds * slow
         dispatch = hit["ep_dispatch"].seconds / layers
-        combine = hit["ep_combine"].seconds / layers
-        overlapped = two_batch_step(attn, dispatch, moe, combine, layers)
-        serial = rank_total + unit_ops["moe_routed"].seconds + comm_time(unit_ops)
+        combine_s = hit["ep_combine"].seconds / layers
+        overlapped = two_batch_step(attn, dispatch, moe, combine_s, layers)
+        moe_serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
+        serial = rank_total + moe_serial + comm_time(unit_ops)
         return serial - overlapped
 
 

@@ -75,6 +75,17 @@ def test_mtp_verify_costs_less_than_s_times_but_more_than_one() -> None:
     assert 1.2 * one < two < 2.0 * one  # MLA decode sits near the ridge: verify is not free
 
 
+def test_mtp_draft_keeps_its_rank_work_and_its_routed_experts() -> None:
+    """The draft module's attention/FFN (rank side) and its routed experts (unit side) are two
+    entries of the step; neither replaces the other."""
+    cm = ServingCostModel(V3, H800, dp(mtp_draft_tokens=1, mtp_acceptance=(0.8,)), H800_PUB)
+    step = cm.step_cost(decode_batch(16, 64, 4096, s_q=2))
+    rank_side, unit_side = step.ops["mtp_draft"].seconds, step.ops["mtp_draft_moe"].seconds
+    assert rank_side > 0 and unit_side > 0
+    total = sum(t.seconds for t in step.ops.values()) - step.overlap_saved_s
+    assert step.duration_s == pytest.approx(total, rel=1e-12)
+
+
 def test_two_batch_overlap_hides_comm_at_large_batch_only() -> None:
     off = ServingCostModel(V3, H800, dp(nodes=4))
     on = ServingCostModel(V3, H800, dp(nodes=4, two_batch_overlap=True))

@@ -1,0 +1,247 @@
+"""Memory-bound kernels of each layer: norms, RoPE, cache store, FP8 quant, router, SiLU-and-mul.
+
+What SGLang runs per token besides the GEMMs and attention cores (DeepSeek-V3 layer, FP8 weights,
+`d` hidden, `r_q` q_lora_rank, `d_c` kv_lora_rank, `d_s` RoPE width, `H` heads on the GPU, `i`
+an intermediate width, `E` routed experts, `k` experts per token); bytes per token:
+
+- fused residual-add + RMSNorm, before attention and before the FFN (`fused_add_rmsnorm`, in
+  place): reads x and the residual, writes both: 4 x 2d B. Every layer, twice; once more after
+  the last layer (the final norm).
+- q_a and kv_a RMSNorms on the latents, after the fused q_a/kv_a projection: 2 x 2 r_q and
+  2 x 2 d_c B (MLA with q_lora_rank; no q_a norm without it).
+- RoPE on q_pe [H, d_s] and k_pe [d_s], in place, reading the BF16 cos/sin cache:
+  2 x 2 (H + 1) d_s + 2 d_s B (models whose d_s dims carry no rotation skip it). GQA: every
+  query and key head, full head width.
+- KV-cache store (`set_kv_buffer`): reads the new latent + k_pe (BF16), writes the cache layout:
+  2 (d_c + d_s) + cache bytes per token per layer.
+- FP8 per-token-group quantisation in front of each FP8 GEMM (`per_token_group_quant_fp8`,
+  groups of 128): reads 2 B, writes 1 B + 4/128 B per value. Inputs: fused q_a/kv_a (d; one quant,
+  they share the input; two separate projections without q_lora), q_b (r_q), kv_b on the expand
+  path (d_c, over every expanded cached token), o_proj (H d_v), shared-expert and dense-MLP
+  gate_up (d) and down (i). Only with FP8 (or FP4) weights, whose GEMMs take FP8 activations.
+  The router GEMM and lm_head stay BF16 (not quantised); the routed experts' gate_up input comes
+  FP8 from the EP dispatch.
+- MoE router (sigmoid scores, bias, group-limited top-k, `moe_fused_gate`): reads fp32 logits
+  [E], writes fp32 weights + int32 ids [k]: 4E + 8k B. MoE layers only.
+- SiLU-and-mul after gate_up (shared experts, dense MLP): reads [2i], writes [i]: 6i B. Routed
+  experts on the busiest EP GPU: the same plus the down-projection quant, fused into one kernel
+  (`silu_and_mul_masked_post_quant_fwd`) in the masked (low-latency decode) layout:
+  4i + i (1 + 4/128) B.
+
+Each kernel is one `elementwise` op whose width makes `op_work`'s bytes (one BF16 read + one BF16
+write of [tokens, width] = 4 x tokens x width) equal the kernel's real bytes: width = bytes per
+token / 4 (fused add+RMSNorm: 2d; FP8 quant of k values: ~0.76 k). A measured elementwise table
+(kernels_calib times fused add+RMSNorm at width 2d) thus prices every kernel by its bytes, and a
+table point comes back exactly. Without a table an op is roofline-priced (profile memory
+efficiency plus one launch overhead per kernel).
+
+Not counted: the norms' weight vectors (read once per kernel, not per token), the indexer's
+own norm and quant (DSA), KDA layers' gates and convolutions, Kimi K3's output gate, per-tensor
+quant in front of FP8 absorb bmms (the bmms are priced BF16), the quant before a normal-mode
+(prefill) EP dispatch and the permute kernels around the contiguous expert GEMMs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.cost.batch import OpTime
+from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
+from sim.cost.layer_ops import RankContext, RankSegments
+from sim.cost.op_work import BF16, FP8_SCALE_GROUP
+from sim.cost.pricing import Pricer, combine, scale
+from sim.cost.routed import busiest_tokens
+from sim.specs.deployment import Deployment
+from sim.specs.model import ModelSpec
+
+FP8_VALUE = 1.0 + 4.0 / FP8_SCALE_GROUP  # e4m3 value plus its share of the fp32 group scale
+OP_BYTES_PER_WIDTH = 2 * BF16  # op_work: one BF16 read + one BF16 write per width unit
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kernel:
+    """One memory-bound kernel run `layers` times in a step over `tokens` rows."""
+
+    name: str
+    tokens: float
+    bytes_per_token: float
+    layers: int = 1
+
+    @property
+    def width(self) -> float:
+        """The op_work width whose bytes equal this kernel's."""
+        return self.bytes_per_token / OP_BYTES_PER_WIDTH
+
+
+def add_rmsnorm_bytes(d: int) -> float:
+    return 4 * BF16 * d
+
+
+def rmsnorm_bytes(d: int) -> float:
+    return 2 * BF16 * d
+
+
+def rope_bytes(rotated: int, rot_dim: int) -> float:
+    """`rotated` values read and written in place, plus the cos/sin cache row (BF16)."""
+    return 2 * BF16 * rotated + BF16 * rot_dim
+
+
+def quant_bytes(k: float) -> float:
+    return (BF16 + FP8_VALUE) * k
+
+
+def silu_mul_bytes(i: float) -> float:
+    return BF16 * 3 * i
+
+
+def silu_mul_quant_bytes(i: float) -> float:
+    return BF16 * 2 * i + FP8_VALUE * i
+
+
+def router_bytes(experts: int, topk: int) -> float:
+    return 4.0 * experts + 8.0 * topk
+
+
+def price(pr: Pricer, kernels: list[Kernel]) -> OpTime:
+    """All kernels priced through the profile, each scaled by its layer count."""
+    times = []
+    for k in kernels:
+        if k.tokens <= 0 or k.layers <= 0:
+            continue
+        attrs = {"tokens": k.tokens, "width": k.width}
+        t = pr.op("elementwise", attrs, 0.0, k.tokens * k.bytes_per_token)
+        times.append(scale(t, k.layers))
+    return combine(*times)
+
+
+def attention_kernels(c: RankContext, s: RankSegments, layers: int) -> list[Kernel]:
+    """Per attention layer: latent norms, RoPE, cache store and the attention GEMMs' quants."""
+    m, t, fp8 = c.model, s.tokens, c.compute_dtype == "fp8"
+    d, h = m.hidden_size, c.heads
+    out: list[Kernel] = []
+
+    def add(name: str, nbytes: float, tokens: float = t, on: bool = True) -> None:
+        if on:
+            out.append(Kernel(name=name, tokens=tokens, bytes_per_token=nbytes, layers=layers))
+
+    if m.attention == "mla":
+        mm = m.mla_spec
+        d_s = mm.qk_rope_head_dim
+        for _ in range(1 if mm.q_lora_rank else 2):  # fused q_a/kv_a: one; q_proj + kv_a: two
+            add("quant_qkv_a_input", quant_bytes(d), on=fp8)
+        if mm.q_lora_rank:
+            add("q_a_norm", rmsnorm_bytes(mm.q_lora_rank))
+            add("quant_q_b_input", quant_bytes(mm.q_lora_rank), on=fp8)
+        add("kv_a_norm", rmsnorm_bytes(mm.kv_lora_rank))
+        add("rope", rope_bytes((h + 1) * d_s, d_s), on=mm.rope_rotary and d_s > 0)
+        add("kv_store", BF16 * (mm.kv_lora_rank + d_s) + c.kv_bytes_layer)
+        expand = (s.path == EXPAND) | (s.path == EXPAND_CHUNKED)
+        expanded = float(np.sum(s.k[expand]))  # kv_b runs over every expanded cached token
+        add("quant_kv_b_input", quant_bytes(mm.kv_lora_rank), expanded, on=fp8 and expanded > 0)
+        add("quant_o_proj_input", quant_bytes(h * mm.v_head_dim), on=fp8)
+    else:
+        g = m.gqa_spec
+        kvh = max(1, g.num_kv_heads // c.tp)
+        kv_values = 2 * kvh * g.head_dim
+        add("quant_qkv_input", quant_bytes(d), on=fp8)
+        add("rope", rope_bytes((h + kvh) * g.head_dim, g.head_dim))
+        add("kv_store", BF16 * kv_values + (1.0 if c.kv_dtype == "fp8" else BF16) * kv_values)
+        add("quant_o_proj_input", quant_bytes(h * g.head_dim), on=fp8)
+    return out
+
+
+def mlp_kernels(name: str, c: RankContext, tokens: float, inter: int, layers: int) -> list[Kernel]:
+    """A SwiGLU MLP's kernels (shared experts, dense MLP): SiLU-and-mul, and with FP8 GEMMs the
+    quants of the gate_up input (d) and of the down input (`inter`)."""
+    if inter <= 0 or layers <= 0:
+        return []
+    parts = [("silu_mul", silu_mul_bytes(inter))]
+    if c.compute_dtype == "fp8":
+        parts += [
+            ("quant_gate_up_input", quant_bytes(c.model.hidden_size)),
+            ("quant_down_input", quant_bytes(inter)),
+        ]
+    return [
+        Kernel(name=f"{name}_{part}", tokens=tokens, bytes_per_token=b, layers=layers)
+        for part, b in parts
+    ]
+
+
+def ffn_kernels(c: RankContext, tokens: float, moe_layers: int, dense_layers: int) -> list[Kernel]:
+    """Rank-side FFN kernels: the router and shared experts of MoE layers; dense MLP layers."""
+    moe = c.model.moe
+    shared_i = moe.n_shared_experts * moe.moe_intermediate_size // c.moe_tp
+    dense_i = moe.dense_intermediate_size // c.dense_split
+    route = router_bytes(moe.n_routed_experts, moe.experts_per_token)
+    router = Kernel(name="router", tokens=tokens, bytes_per_token=route, layers=moe_layers)
+    return [
+        *([router] if moe_layers > 0 else []),
+        *mlp_kernels("shared", c, tokens, shared_i, moe_layers),
+        *mlp_kernels("dense", c, tokens, dense_i, dense_layers),
+    ]
+
+
+def rank_kernels(c: RankContext, s: RankSegments) -> list[Kernel]:
+    """Every rank-side elementwise kernel of one step: all layers, then the final norm."""
+    m, t = c.model, s.tokens
+    norm = add_rmsnorm_bytes(m.hidden_size)
+    return [
+        Kernel(name="residual_add_norm", tokens=t, bytes_per_token=norm, layers=2 * m.num_layers),
+        *attention_kernels(c, s, m.attention_layers),
+        *ffn_kernels(c, t, m.moe_layers, m.moe.first_dense_layers),
+        Kernel(name="final_norm", tokens=t, bytes_per_token=norm),
+    ]
+
+
+def draft_kernels(c: RankContext, one: RankSegments) -> list[Kernel]:
+    """One MTP draft pass: embedding and hidden-state norms, one MoE layer, its final norm."""
+    d, n = c.model.hidden_size, one.tokens
+    return [
+        Kernel(name="mtp_input_norms", tokens=n, bytes_per_token=rmsnorm_bytes(d), layers=2),
+        Kernel(name="residual_add_norm", tokens=n, bytes_per_token=add_rmsnorm_bytes(d), layers=2),
+        *attention_kernels(c, one, 1),
+        *ffn_kernels(c, n, 1, 0),
+        Kernel(name="final_norm", tokens=n, bytes_per_token=add_rmsnorm_bytes(d)),
+    ]
+
+
+def routed_kernels(
+    model: ModelSpec, deployment: Deployment, unit_tokens: float, decode_only: bool
+) -> list[Kernel]:
+    """One MoE layer's routed-expert activation on the busiest EP GPU (as `_routed_moe` sizes it):
+    SiLU-and-mul, and the down-projection input quant (fused with it in the masked layout)."""
+    moe, d = model.moe, deployment
+    if unit_tokens <= 0:
+        return []
+    busiest = busiest_tokens(model, d, unit_tokens)
+    inter = moe.moe_intermediate_size // d.moe_tp
+    if d.weight_dtype == "bf16":
+        return [
+            Kernel(name="routed_silu_mul", tokens=busiest, bytes_per_token=silu_mul_bytes(inter))
+        ]
+    if decode_only:
+        nbytes = silu_mul_quant_bytes(inter)
+        return [Kernel(name="routed_silu_mul_quant", tokens=busiest, bytes_per_token=nbytes)]
+    return [
+        Kernel(name="routed_silu_mul", tokens=busiest, bytes_per_token=silu_mul_bytes(inter)),
+        Kernel(name="routed_quant_down_input", tokens=busiest, bytes_per_token=quant_bytes(inter)),
+    ]
+
+
+def rank_elementwise(pr: Pricer, c: RankContext, s: RankSegments) -> OpTime:
+    """A rank's elementwise time in one step (every layer and the final norm)."""
+    return price(pr, rank_kernels(c, s))
+
+
+def draft_elementwise(pr: Pricer, c: RankContext, one: RankSegments) -> OpTime:
+    """One MTP draft pass's elementwise time (one token per decode request)."""
+    return price(pr, draft_kernels(c, one))
+
+
+def routed_elementwise(
+    pr: Pricer, model: ModelSpec, deployment: Deployment, unit_tokens: float, decode_only: bool
+) -> OpTime:
+    """One MoE layer's routed-expert activation kernels on the busiest EP GPU."""
+    return price(pr, routed_kernels(model, deployment, unit_tokens, decode_only))

@@ -1,0 +1,68 @@
+"""One MoE layer's routed experts on the busiest EP GPU: its tokens and grouped GEMMs.
+
+The busiest GPU sets the unit's MoE time: its token-expert pairs follow from the routing skew
+and EPLB replicas (`sim.cost.experts`); its grouped GEMMs read only the experts that receive
+tokens. Their activation kernels are in `sim.cost.elementwise`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sim.cost.batch import OpTime
+from sim.cost.experts import busiest_gpu_tokens
+from sim.cost.memory import WEIGHT_BYTES
+from sim.cost.pricing import ZERO, Pricer, combine
+from sim.specs.deployment import Deployment
+from sim.specs.model import ModelSpec
+
+ACT = 2.0  # BF16 activations
+
+
+def busiest_tokens(model: ModelSpec, d: Deployment, unit_tokens: float) -> float:
+    """Token-expert pairs on the busiest EP GPU when the unit runs `unit_tokens` tokens."""
+    moe = model.moe
+    return busiest_gpu_tokens(
+        unit_tokens * moe.experts_per_token,
+        moe.n_routed_experts,
+        d.ep,
+        d.expert_zipf_s,
+        d.eplb_redundant_experts,
+    )
+
+
+def routed_gemms(
+    pr: Pricer, model: ModelSpec, d: Deployment, unit_tokens: float, decode_only: bool
+) -> OpTime:
+    """Grouped up (gate+up) and down GEMMs of one MoE layer on the busiest EP GPU."""
+    if unit_tokens <= 0:
+        return ZERO
+    moe = model.moe
+    busiest = busiest_tokens(model, d, unit_tokens)
+    local = math.ceil((moe.n_routed_experts + d.eplb_redundant_experts) / d.ep)
+    inter = moe.moe_intermediate_size // d.moe_tp
+    h, wb = model.hidden_size, WEIGHT_BYTES[d.weight_dtype]
+    dtype = "bf16" if d.weight_dtype == "bf16" else "fp8"
+    attrs = {
+        "tokens_per_expert": max(busiest / local, 1e-3),
+        "num_local_experts": local,
+        "hidden": h,
+        "intermediate": inter,
+        "layout": "masked" if decode_only else "contiguous",
+    }
+    touched = min(local, busiest)  # experts that receive no token are not read
+    up = pr.op(
+        "moe_up",
+        attrs,
+        2.0 * busiest * h * 2 * inter,
+        touched * h * 2 * inter * wb + busiest * (h + 2 * inter) * ACT,
+        dtype,
+    )
+    down = pr.op(
+        "moe_down",
+        attrs,
+        2.0 * busiest * inter * h,
+        touched * inter * h * wb + busiest * (inter + h) * ACT,
+        dtype,
+    )
+    return combine(up, down)
