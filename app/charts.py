@@ -280,3 +280,44 @@ def crossover_curves(
         logx=True,
         logy=True,
     )
+
+
+def capacity_probes(
+    probes: Mapping[str, Sequence[tuple[float, float | None, bool]]],
+    *,
+    metric: str,
+    slo_ms: float,
+) -> go.Figure:
+    """A capacity search's probes: latency (ms) at each probed rate, one trace per deployment
+    (circles met the SLO, crosses missed it), and the SLO target as a dashed line."""
+    fig = go.Figure()
+    for name, pts in probes.items():
+        pts = sorted(pts, key=lambda p: p[0])
+        fig.add_scatter(
+            x=[p[0] for p in pts], y=[p[1] for p in pts], name=name, mode="lines+markers",
+            marker={"symbol": ["circle" if p[2] else "x" for p in pts], "size": 9},
+            text=["meets the SLO" if p[2] else "misses the SLO" for p in pts],
+            hovertemplate="%{x:.4g} req/s: %{y:.4g} ms, %{text}",
+        )  # fmt: skip
+    fig.add_hline(
+        y=slo_ms, line_dash="dash", line_color="black", line_width=1,
+        annotation_text=f"SLO {slo_ms:g} ms", annotation_position="top left",
+    )  # fmt: skip
+    _layout(fig, f"{metric} at each probed rate (o meets the SLO, x misses)",
+            "arrival rate (req/s)", f"{metric} (ms)")  # fmt: skip
+    rates = [p[0] for pts in probes.values() for p in pts if p[0] > 0]
+    ticks = _ticks_125(min(rates), max(rates)) if rates else []
+    # a search often spans one decade: label 1-2-3-5 steps, not only decades
+    fig.update_xaxes(type="log", **({"tickvals": ticks} if len(ticks) >= 2 else {}))
+    return fig
+
+
+def _ticks_125(lo: float, hi: float) -> list[float]:
+    """1, 2, 3, 5 x 10^k values within [lo, hi] (widened 10% each way), for a log axis."""
+    lo, hi = lo / 1.1, hi * 1.1
+    k = int(np.floor(np.log10(lo)))
+    out: list[float] = []
+    while 10.0**k <= hi:
+        out += [m * 10.0**k for m in (1, 2, 3, 5) if lo <= m * 10.0**k <= hi]
+        k += 1
+    return [float(f"{v:.6g}") for v in out]

@@ -2,7 +2,8 @@
 
 The page builds a `Scenario` from its widgets (the same spec `mlasim run` reads, and exports it
 as that YAML), shows per-GPU memory at once, and simulates on demand. A load sweep (throughput
-against offered load, points in parallel processes) is a separate button.
+against offered load, points in parallel processes) and a capacity search (GPUs for a target
+rate, `app.capacity_view`) are separate buttons.
 """
 
 from __future__ import annotations
@@ -11,7 +12,17 @@ from typing import Any
 
 import streamlit as st
 
-from app import charts, components, export, inputs, memory_view, results_view, runner, sweep
+from app import (
+    capacity_view,
+    charts,
+    components,
+    export,
+    inputs,
+    memory_view,
+    results_view,
+    runner,
+    sweep,
+)
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import profile_names
 from sim.specs.scenario import Scenario
@@ -173,3 +184,4 @@ def render() -> None:
     st.subheader("Results")
     _run_and_show(scenario)
     _sweep_section(scenario)
+    capacity_view.render(scenario)
