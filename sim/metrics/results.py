@@ -75,6 +75,8 @@ class DeploymentResults(Spec):
     goodput_req_s: float = Field(description="Completed requests per second meeting the SLO.")
     slo_attainment: float | None = Field(description="Share of completed requests meeting SLO.")
     slo_met: bool = Field(description="TTFT and TPOT at the SLO percentile are within target.")
+    ttft_at_slo_s: float | None = Field(description="TTFT at the SLO percentile, seconds.")
+    tpot_at_slo_s: float | None = Field(description="TPOT at the SLO percentile, seconds.")
     requests: RequestCountsOut = Field(description="Request counts for the window.")
     kv_dup_factor: float | None = Field(description="KV duplication factor (attention TP).")
     kv_bytes_per_token_per_gpu: float | None = Field(description="KV bytes per token per GPU.")

@@ -147,6 +147,8 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         slo_met=bool(
             ttft_q is not None and ttft_q <= slo.ttft_s and (tpot_q is None or tpot_q <= slo.tpot_s)
         ),
+        ttft_at_slo_s=ttft_q,
+        tpot_at_slo_s=tpot_q,
         requests=counts,
         kv_dup_factor=main.kv_dup_factor,
         kv_bytes_per_token_per_gpu=main.kv_bytes_per_token_per_gpu,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from sim.metrics.results import DeploymentResults
 from sim.search.backends import Backend
@@ -51,12 +50,6 @@ def meets_slo(d: DeploymentResults, rate_req_s: float, slo: Slo) -> bool:
 def backlog_limit(rate_req_s: float, slo: Slo) -> float:
     """Most requests that may still wait for admission at the end: one TTFT target's arrivals."""
     return rate_req_s * slo.ttft_s
-
-
-def at_percentile(p: dict[str, Any], percentile: float) -> float | None:
-    """The latency at `percentile` when Results reports it (p50, p90, p99), else None."""
-    key = f"p{percentile:g}"
-    return p.get(key) if key in ("p50", "p90", "p99") else None
 
 
 def probe_scenario(scenario: Scenario, deployment: str, rate_req_s: float) -> Scenario:
@@ -101,13 +94,12 @@ class _Search:
 
 
 def _probe(rate: float, d: DeploymentResults, slo: Slo) -> Probe:
-    ttft, tpot = d.ttft_s.model_dump(), d.tpot_s.model_dump()
     return Probe(
         rate_req_s=rate,
         meets_slo=meets_slo(d, rate, slo),
         slo_met=d.slo_met,
-        ttft_s=at_percentile(ttft, slo.percentile),
-        tpot_s=at_percentile(tpot, slo.percentile),
+        ttft_s=d.ttft_at_slo_s,
+        tpot_s=d.tpot_at_slo_s,
         output_tok_s_per_gpu=d.output_tok_s_per_gpu,
         goodput_req_s=d.goodput_req_s,
         queued=d.requests.queued,

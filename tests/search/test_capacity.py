@@ -127,3 +127,16 @@ def test_closed_loop_trace_and_bad_options_are_refused() -> None:
             capacity_search(_one(), 10.0, SerialBackend(), **kw)  # type: ignore[arg-type]
     with pytest.raises(CapacityError, match="target rate"):
         capacity_search(_one(), 0.0, SerialBackend())
+
+
+def test_latencies_are_reported_at_any_slo_percentile() -> None:
+    """The results carry TTFT/TPOT at the SLO's own percentile (95 here, not one of p50/p90/p99),
+    between their p90 and p99, and the capacity report shows them."""
+    sc = _one(rate=4.0, percentile=95.0)
+    d = run_scenario(sc).deployments[0]
+    assert d.ttft_at_slo_s is not None and d.tpot_at_slo_s is not None
+    assert d.ttft_s.p90 <= d.ttft_at_slo_s <= d.ttft_s.p99  # type: ignore[operator]
+    assert d.tpot_s.p90 <= d.tpot_at_slo_s <= d.tpot_s.p99  # type: ignore[operator]
+    report = capacity_search(sc, 10.0, SerialBackend(), max_runs=2)
+    probe = report.deployments[0].probes[0]
+    assert probe.rate_req_s == 4.0 and probe.ttft_s == d.ttft_at_slo_s
