@@ -109,16 +109,26 @@ def run(
     trace_out: Annotated[
         Path | None, typer.Option("--trace", help="Write a Chrome/Perfetto trace of steps.")
     ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override a field: PATH=VALUE, e.g. workload.rate_req_s=20 or "
+            "deployments.dp8_ep8.mtp_draft_tokens=1 (repeatable; see docs/search.md).",
+        ),
+    ] = None,
 ) -> None:
     """Simulate every deployment of a scenario and print them side by side."""
     console = Console()
     from sim.io.results_io import write_csv, write_json
     from sim.io.scenario_io import ScenarioError, load_scenario
     from sim.run import simulate_scenario, summarize_scenario
+    from sim.search.overrides import OverrideError, apply_overrides, parse_assignment
 
     try:
         sc = load_scenario(scenario)
-    except ScenarioError as exc:
+        sc = apply_overrides(sc, [parse_assignment(a) for a in set_ or []])
+    except (ScenarioError, OverrideError) as exc:
         console.print(f"[red]{escape(str(exc))}[/red]", highlight=False)
         raise typer.Exit(2) from None
     try:

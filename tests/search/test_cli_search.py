@@ -86,3 +86,16 @@ def test_capacity_refuses_closed_loop_and_missing_ray(tmp_path: Path) -> None:
                               "--backend", "ray"])  # fmt: skip
     assert res.exit_code == 2
     assert "pip install 'mlasim[dist]'" in " ".join(res.output.split())
+
+
+def test_run_takes_the_same_overrides(tmp_path: Path) -> None:
+    sc, out = _scenario(tmp_path), tmp_path / "r.json"
+    args = ["run", str(sc), "--set", "deployments.tp8.kv_dtype=fp8", "--set", "run.duration_s=4"]
+    res = RUNNER.invoke(app, [*args, "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    results = json.loads(out.read_text())
+    assert results["end_s"] == 4.0
+    bytes_per_token = {d["name"]: d["kv_bytes_per_token_per_gpu"] for d in results["deployments"]}
+    assert bytes_per_token["tp8"] < bytes_per_token["dp8_ep8"]  # FP8 KV on tp8 only
+    bad = RUNNER.invoke(app, ["run", str(sc), "--set", "deployments.tp9.kv_dtype=fp8"])
+    assert bad.exit_code == 2 and "known names are tp8, dp8_ep8" in " ".join(bad.output.split())
