@@ -51,3 +51,21 @@ def test_fp8_gemm_operands_pass_their_check_through_scaled_mm() -> None:
     )
     assert gemm._check(ctx, "fp8")
     assert ctx.notes[-1].startswith("gemm fp8 [torch_scaled_mm]: relative error")
+
+
+def test_fp8_grouped_moe_operands_fit_scaled_grouped_mm() -> None:
+    """The FP8 grouped expert GEMM (CUDA only): operand layouts and scale shapes checked on meta
+    tensors, and the quantised operands' dequantised product close to the BF16 one on CPU."""
+    from kernels_calib import moe
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 16, 256, generator=gen).to(torch.bfloat16)
+    w = (torch.randn(3, 256, 64, generator=gen) / 16).to(torch.bfloat16)
+    x8, w8, sx, sw = moe.fp8_operands(x, w)
+    assert w8.stride()[-2:] == (1, 256)  # column-major weights
+    assert sx.shape == (3, 16) and sw.shape == (3, 64)
+    out = moe.fp8_grouped(*(t.to("meta") for t in (x8, w8, sx, sw)))
+    assert out.shape == (3, 16, 64) and out.dtype == torch.bfloat16
+    want = torch.bmm(x.float(), w.float())
+    err = (moe.dequantised(x8, w8, sx, sw) - want).norm() / want.norm()
+    assert err < moe.BOUNDS["fp8"]
