@@ -1,0 +1,24 @@
+"""The Ray backend on a real local Ray (runs where Ray is installed: `pip install 'mlasim[dist]'`;
+skipped otherwise). Results must equal the serial backend's, point for point."""
+
+from __future__ import annotations
+
+import pytest
+from search_scenarios import TINY, tiny
+
+from sim.search.backends import RayBackend, SerialBackend, run_all
+
+ray = pytest.importorskip("ray")
+
+
+def test_local_ray_cluster_gives_the_serial_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    points = [
+        tiny(workload=TINY["workload"] | {"rate_req_s": r}, run=TINY["run"] | {"duration_s": 4.0})
+        for r in (2.0, 6.0)
+    ]
+    with RayBackend() as backend:
+        on_ray = run_all(backend, points)
+        assert ray.is_initialized()
+    assert not ray.is_initialized()  # the run started Ray, so closing stops it
+    assert on_ray == run_all(SerialBackend(), points)
