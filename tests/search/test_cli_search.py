@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from search_scenarios import TINY
 from typer.testing import CliRunner
@@ -77,7 +79,10 @@ def test_capacity_table_and_json(tmp_path: Path) -> None:
     assert f"{d['max_rate_req_s']:.4g}" in line and f" {d['gpus']} " in line
 
 
-def test_capacity_refuses_closed_loop_and_missing_ray(tmp_path: Path) -> None:
+def test_capacity_refuses_closed_loop_and_missing_ray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # as on a machine without Ray: import fails
     closed = {k: v for k, v in TINY["workload"].items() if k != "rate_req_s"}
     sc = _scenario(tmp_path, workload=closed | {"kind": "closed", "concurrency": 4})
     res = RUNNER.invoke(app, ["capacity", str(sc), "--target-rate", "10"])
