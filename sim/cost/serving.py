@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from sim.cost import comm
 from sim.cost.batch import BatchShape, OpTime, StepCost
 from sim.cost.calibrated import CalibratedCost, check_model
+from sim.cost.comm_ops import unit_comm_ops
 from sim.cost.dispatch import Segments, choose_paths
 from sim.cost.elementwise import draft_elementwise, rank_elementwise, routed_elementwise
 from sim.cost.layer_ops import (
@@ -267,50 +267,8 @@ class ServingCostModel:
         return ops
 
     def _comm_ops(self, rank_tokens: float, decode_only: bool) -> dict[str, OpTime]:
-        m, d, g, pr = self.model, self.deployment, self.gpu, self.pricer
-        h, layers = m.hidden_size, m.num_layers
-        ops: dict[str, OpTime] = {}
-        if d.attn_tp > 1:  # after attention, and after the FFN when experts split the same way
-            tensor = rank_tokens * h * comm.BF16
-            per_layer = comm.allreduce_bytes(rank_tokens, h, d.attn_tp)
-            per_layer *= 2 if 1 < d.moe_tp <= d.attn_tp else 1
-            attrs = {"bytes": tensor, "gpus": d.attn_tp, "link": "nvlink"}
-            link = comm.group_link(g, d.attn_tp, d.gpus_per_node)
-            ops["tp_allreduce"] = scale(
-                pr.link("all_reduce", attrs, per_layer, link.bytes_per_s), layers
-            )
-        if d.moe_tp > d.attn_tp:  # DP attention feeding TP experts: gather, then scatter back
-            group = d.moe_tp // d.attn_tp
-            gathered = comm.allgather_bytes(rank_tokens, h, group)
-            link = comm.group_link(g, d.moe_tp, d.gpus_per_node)
-            attrs = {"bytes": rank_tokens * h * comm.BF16 * group, "gpus": group, "link": link.name}
-            ops["dp_gather"] = scale(
-                pr.link("all_gather", attrs, 2 * gathered, link.bytes_per_s), m.moe_layers
-            )
-        if d.ep > 1:
-            per_gpu = rank_tokens / d.attn_tp
-            link = comm.ep_link(g, d)
-            moe = m.moe
-            mode = "low_latency" if decode_only else "normal"
-            cap = moe.groups_per_token if moe.expert_groups > 1 else None
-            copies = comm.remote_copies(
-                moe.experts_per_token, d.ep, d.gpus_per_node, mode, max_nodes=cap
-            )
-            attrs = {
-                "tokens_per_rank": max(per_gpu, 1.0),
-                "ep": d.ep,
-                "mode": mode,
-                "link": link.name,
-                "hidden": h,
-                "topk": moe.experts_per_token,
-            }
-            for op, fn in (
-                ("ep_dispatch", comm.dispatch_bytes),
-                ("ep_combine", comm.combine_bytes),
-            ):
-                b = fn(per_gpu, h, copies)
-                ops[op] = scale(pr.link(op, attrs, b, link.bytes_per_s), m.moe_layers)
-        return ops
+        m, d = self.model, self.deployment
+        return unit_comm_ops(self.pricer, m, d, self.gpu, rank_tokens, decode_only)
 
     def _overlap_saving(
         self,
