@@ -96,6 +96,7 @@ class ServingCostModel:
         )
         self._decode_memo: dict[tuple[int, ...], tuple[float, dict[str, OpTime]]] = {}
         self._unit_memo: dict[tuple[object, ...], dict[str, OpTime]] = {}
+        self._micro_memo: dict[tuple[int, ...], float] = {}
 
     # -- memory facts the engine and results need ---------------------------------------------
     @property
@@ -281,8 +282,9 @@ class ServingCostModel:
         """Time two micro-batches save (negative when splitting costs more than it hides).
 
         Each half re-prices the routed experts and the communication at half the tokens (the
-        expert weights are read twice); attention work halves. The halves are then scheduled
-        layer by layer on a compute and a communication stream (`sim.cost.overlap`).
+        expert weights are read twice), and the critical rank's own work per micro-batch
+        (`_micro_batch_rank_s`). The halves are then scheduled layer by layer on a compute and a
+        communication stream (`sim.cost.overlap`).
         """
         m = self.model
         decode_only = bool(batch.is_decode.all())
@@ -298,7 +300,7 @@ class ServingCostModel:
         layers = m.moe_layers
         # compute sharing SMs with DeepEP's normal kernels runs on the SMs they leave free
         slow = 1.0 if decode_only else 1.0 / (1.0 - NORMAL_KERNEL_SM_SHARE)
-        attn = rank_total / 2 / layers * slow
+        attn = self._micro_batch_rank_s(batch, crit, rank_total) / layers * slow
         moe = hit["moe_routed"].seconds * slow
         dispatch = hit["ep_dispatch"].seconds / layers
         combine_s = hit["ep_combine"].seconds / layers
@@ -306,6 +308,37 @@ class ServingCostModel:
         moe_serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
         serial = rank_total + moe_serial + comm_time(unit_ops)
         return serial - overlapped
+
+    def _micro_batch_rank_s(self, batch: BatchShape, crit: int, rank_total: float) -> float:
+        """One micro-batch's share of the critical rank's own work, per step.
+
+        A decode-only rank splits its requests in two (alternating by context length) and each
+        half is priced on its own: at decode batch sizes its projection GEMMs read the same
+        weights for half the tokens, so a half costs more than half. A rank running prefill
+        chunks is halved by tokens: its GEMMs are compute-bound at prefill sizes.
+        """
+        sel = batch.rank == crit
+        if int(sel.sum()) < 2 or not bool(batch.is_decode[sel].all()):
+            return rank_total / 2
+        s = self._segments(batch, sel)
+        order = np.argsort(s.k, kind="stable")
+        halves = [order[0::2], order[1::2]]
+        key: tuple[int, ...] = (int(s.q.max()),)
+        for idx in halves:
+            key += (len(idx), log_bucket(float(s.k[idx].sum())))
+            if self.ctx.topk:
+                key += (log_bucket(float(np.minimum(s.k[idx], self.ctx.topk).sum())),)
+        hit = self._micro_memo.get(key)
+        if hit is None:
+            parts = [
+                RankSegments(q=s.q[i], k=s.k[i], is_decode=s.is_decode[i], path=s.path[i])
+                for i in halves
+            ]
+            hit = sum(_total(self._rank_ops(p)) for p in parts) / 2
+            if len(self._micro_memo) > 100_000:
+                self._micro_memo.clear()
+            self._micro_memo[key] = hit
+        return hit
 
 
 def _buckets(x: np.ndarray) -> np.ndarray:
