@@ -320,16 +320,17 @@ class ServingCostModel:
         sel = batch.rank == crit
         if int(sel.sum()) < 2 or not bool(batch.is_decode[sel].all()):
             return rank_total / 2
-        s = self._segments(batch, sel)
-        order = np.argsort(s.k, kind="stable")
+        k = batch.kv_tokens[sel]
+        order = np.argsort(k, kind="stable")
         halves = [order[0::2], order[1::2]]
-        key: tuple[int, ...] = (int(s.q.max()),)
+        key: tuple[int, ...] = (int(batch.new_tokens[sel].max()),)
         for idx in halves:
-            key += (len(idx), log_bucket(float(s.k[idx].sum())))
+            key += (len(idx), log_bucket(float(k[idx].sum())))
             if self.ctx.topk:
-                key += (log_bucket(float(np.minimum(s.k[idx], self.ctx.topk).sum())),)
+                key += (log_bucket(float(np.minimum(k[idx], self.ctx.topk).sum())),)
         hit = self._micro_memo.get(key)
         if hit is None:
+            s = self._segments(batch, sel)
             parts = [
                 RankSegments(q=s.q[i], k=s.k[i], is_decode=s.is_decode[i], path=s.path[i])
                 for i in halves
