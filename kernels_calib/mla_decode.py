@@ -1,8 +1,9 @@
 """Absorbed MLA decode: latent attention over batch x context x query tokens x KV dtype.
 
-Candidates per KV dtype, in order of preference: FlashMLA (BF16 KV, when importable) and the
-torch fallback (`mla_torch.latent_attention`; FP8 KV dequantised first). The first candidate
-that passes the absorb-vs-expand check is timed; a failing one is reported and skipped.
+Candidates per KV dtype, in order of preference: FlashMLA and FlashInfer's MLA kernel (BF16 KV,
+CUDA, when importable) and the torch fallback (`mla_torch.latent_attention`; FP8 KV dequantised
+first). The first candidate that passes the absorb-vs-expand check is timed; a failing one is
+reported and skipped.
 """
 
 from __future__ import annotations
@@ -90,6 +91,44 @@ def _flash_mla(ctx: Ctx) -> DecodeKernel | None:
     return DecodeKernel(impl="flash_mla", prepare=prepare, run=run)
 
 
+def _flashinfer_mla(ctx: Ctx) -> DecodeKernel | None:
+    """FlashInfer's paged MLA kernel (page size 1, latent and RoPE caches apart), if importable.
+
+    Planning (host-side scheduling) happens in `prepare`, outside the timed region, as an engine
+    plans once per batch and replays the kernel in every layer.
+    """
+    try:
+        from flashinfer.mla import BatchMLAPagedAttentionWrapper  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    ctx.libraries["flashinfer"] = _version("flashinfer-python")
+
+    def prepare(q: torch.Tensor, cache: torch.Tensor, d_c: int, scale: float) -> Any:
+        b, s, h, _ = q.shape
+        kv, dev = cache.shape[1], q.device
+        wrapper = BatchMLAPagedAttentionWrapper(
+            torch.empty(128 << 20, dtype=torch.uint8, device=dev), backend="auto"
+        )
+        i32 = {"dtype": torch.int32, "device": dev}
+        wrapper.plan(
+            torch.arange(b + 1, **i32) * s,  # qo_indptr
+            torch.arange(b + 1, **i32) * kv,  # kv_indptr (one token per page)
+            torch.arange(b * kv, **i32),  # kv_indices
+            torch.full((b,), kv, **i32),  # kv_len_arr
+            h, d_c, cache.shape[-1] - d_c, 1, s > 1, scale, q.dtype, cache.dtype,
+        )  # fmt: skip
+        flat = q.reshape(b * s, h, -1)
+        pages = cache.reshape(b * kv, 1, -1)
+        parts = (flat[..., :d_c], flat[..., d_c:], pages[..., :d_c], pages[..., d_c:])
+        return wrapper, tuple(t.contiguous() for t in parts), (b, s, h, d_c)
+
+    def run(state: Any) -> torch.Tensor:
+        wrapper, (q_nope, q_pe, ckv, kpe), shape = state
+        return wrapper.run(q_nope, q_pe, ckv, kpe).view(*shape)  # type: ignore[no-any-return]
+
+    return DecodeKernel(impl="flashinfer_mla", prepare=prepare, run=run)
+
+
 def _version(package: str) -> str:
     try:
         return importlib.metadata.version(package)
@@ -100,9 +139,10 @@ def _version(package: str) -> str:
 def candidates(ctx: Ctx, kv_dtype: str) -> list[DecodeKernel]:
     found = []
     if kv_dtype == "bf16" and ctx.device == "cuda":
-        flash = _flash_mla(ctx)
-        if flash is not None:
-            found.append(flash)
+        for make in (_flash_mla, _flashinfer_mla):
+            kernel = make(ctx)
+            if kernel is not None:
+                found.append(kernel)
     found.append(_torch_bf16() if kv_dtype == "bf16" else _torch_fp8())
     return found
 

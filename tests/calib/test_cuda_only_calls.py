@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -69,3 +71,61 @@ def test_fp8_grouped_moe_operands_fit_scaled_grouped_mm() -> None:
     want = torch.bmm(x.float(), w.float())
     err = (moe.dequantised(x8, w8, sx, sw) - want).norm() / want.norm()
     assert err < moe.BOUNDS["fp8"]
+
+
+def _stand_in_flashinfer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`flashinfer.mla.BatchMLAPagedAttentionWrapper` as documented (plan with CSR indptrs over
+    pages, run on split latent / RoPE tensors), computed with the torch latent kernel."""
+    import types
+
+    from kernels_calib import mla_torch
+
+    class Wrapper:
+        def __init__(self, workspace: torch.Tensor, backend: str = "auto") -> None:
+            self.plan_args: tuple[object, ...] = ()
+
+        def plan(self, *args: object) -> None:
+            assert len(args) == 12
+            self.plan_args = args
+
+        def run(self, q_nope, q_pe, ckv, kpe):  # type: ignore[no-untyped-def]
+            qo, kvp, idx, lens, heads, d_c, d_s, page, causal, scale, _, _ = self.plan_args
+            b, s, kv = len(lens), int(qo[1]), int(kvp[1])
+            assert page == 1 and torch.equal(idx, torch.arange(b * kv, dtype=torch.int32))
+            q = torch.cat([q_nope, q_pe], dim=-1).view(b, s, heads, d_c + d_s)
+            cache = torch.cat([ckv, kpe], dim=-1).view(b, kv, d_c + d_s)
+            out = mla_torch.latent_attention(q, cache, d_c, scale, causal=causal)
+            return out.reshape(b * s, heads, d_c)
+
+    mla = types.ModuleType("flashinfer.mla")
+    mla.BatchMLAPagedAttentionWrapper = Wrapper  # type: ignore[attr-defined]
+    pkg = types.ModuleType("flashinfer")
+    pkg.mla = mla  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "flashinfer", pkg)
+    monkeypatch.setitem(sys.modules, "flashinfer.mla", mla)
+
+
+@pytest.mark.parametrize("s_q", [1, 3])
+def test_flashinfer_decode_adapter_lays_out_pages_and_heads(
+    monkeypatch: pytest.MonkeyPatch, s_q: int
+) -> None:
+    """The FlashInfer MLA candidate (CUDA only) driven through a stand-in of its documented API:
+    the adapter's paging, splits and reshapes give the absorb path's output."""
+    from kernels_calib import correctness, mla_decode
+    from kernels_calib.context import Ctx
+    from kernels_calib.plan import make_plan
+    from sim.catalog import load_model
+
+    _stand_in_flashinfer(monkeypatch)
+    model = load_model("deepseek-v3")
+    gen = torch.Generator().manual_seed(0)
+    ctx = Ctx(plan=make_plan("cpu", True, 8), model=model, gen=gen, device_name="cpu")
+    kernel = mla_decode._flashinfer_mla(ctx)
+    assert kernel is not None and kernel.impl == "flashinfer_mla"
+    m = model.mla_spec
+    case = correctness.random_case(
+        batch=2, s_q=s_q, kv_len=40, heads=4, d_c=m.kv_lora_rank, d_s=m.qk_rope_head_dim,
+        d_k=m.qk_nope_head_dim, d_v=m.v_head_dim, gen=gen, device="cpu",
+    )  # fmt: skip
+    result = correctness.check_absorb_kernel(case, kernel.core, torch.float32, 1e-4, "stand-in")
+    assert result.ok, result.message
