@@ -129,3 +129,53 @@ def test_flashinfer_decode_adapter_lays_out_pages_and_heads(
     )  # fmt: skip
     result = correctness.check_absorb_kernel(case, kernel.core, torch.float32, 1e-4, "stand-in")
     assert result.ok, result.message
+
+
+def _stand_in_flash_mla(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`flash_mla` as its README documents it: metadata from the cache lengths, then decode over
+    a paged cache [blocks, 64, 1, 576] addressed by a block table, computed with torch."""
+    import types
+
+    from kernels_calib import mla_torch
+
+    def get_mla_metadata(lens: torch.Tensor, q_per_kv_head: int, kv_heads: int) -> tuple:
+        assert kv_heads == 1
+        return torch.zeros(1), torch.zeros(1)
+
+    def flash_mla_with_kvcache(q, paged, table, lens, d_v, meta, splits, softmax_scale, causal):  # type: ignore[no-untyped-def]
+        b = q.shape[0]
+        assert paged.shape[1:3] == (64, 1) and table.shape[0] == b
+        caches = [paged[table[i].long()].reshape(-1, paged.shape[-1])[: lens[i]] for i in range(b)]
+        cache = torch.stack(caches)
+        return mla_torch.latent_attention(q, cache, d_v, softmax_scale, causal=causal), None
+
+    mod = types.ModuleType("flash_mla")
+    mod.get_mla_metadata = get_mla_metadata  # type: ignore[attr-defined]
+    mod.flash_mla_with_kvcache = flash_mla_with_kvcache  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "flash_mla", mod)
+
+
+@pytest.mark.parametrize("s_q", [1, 2])
+def test_flash_mla_decode_adapter_pages_the_cache_in_blocks_of_64(
+    monkeypatch: pytest.MonkeyPatch, s_q: int
+) -> None:
+    """The FlashMLA candidate (CUDA only) through a stand-in of its documented API: a 100-token
+    cache is padded to two 64-token blocks and addressed by the block table."""
+    from kernels_calib import correctness, mla_decode
+    from kernels_calib.context import Ctx
+    from kernels_calib.plan import make_plan
+    from sim.catalog import load_model
+
+    _stand_in_flash_mla(monkeypatch)
+    model = load_model("deepseek-v3")
+    gen = torch.Generator().manual_seed(0)
+    ctx = Ctx(plan=make_plan("cpu", True, 8), model=model, gen=gen, device_name="cpu")
+    kernel = mla_decode._flash_mla(ctx)
+    assert kernel is not None and kernel.impl == "flash_mla"
+    m = model.mla_spec
+    case = correctness.random_case(
+        batch=3, s_q=s_q, kv_len=100, heads=4, d_c=m.kv_lora_rank, d_s=m.qk_rope_head_dim,
+        d_k=m.qk_nope_head_dim, d_v=m.v_head_dim, gen=gen, device="cpu",
+    )  # fmt: skip
+    result = correctness.check_absorb_kernel(case, kernel.core, torch.float32, 1e-4, "stand-in")
+    assert result.ok, result.message
