@@ -12,6 +12,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
+
+from sim.catalog import load_gpu, load_model
+from sim.catalog.profiles import load_profile
+from sim.cost.batch import BatchShape
+from sim.cost.serving import ServingCostModel
 from sim.io.scenario_io import load_scenario
 from sim.run import run_scenario
 
@@ -93,7 +99,38 @@ def table() -> str:
     )
     rows.append("")
     rows.append(f"TBO decode gain: predicted {gain:+.1%}, published +25.5%.")
+    rows.append(
+        f"TBO at 32 tokens per GPU (one decode step, EP72): predicted {tbo_small_batch():+.0%} "
+        "step time, published +27% (slower)."
+    )
     return "\n".join(rows)
+
+
+def tbo_small_batch(tokens_per_gpu: int = 32, context: int = 2000) -> float:
+    """Step time with TBO over without, minus one, for the decode deployment at a small batch."""
+    scenario = load_scenario(ROOT / "scenarios" / "validation" / "sglang-decode-h100.yaml")
+    profile = load_profile(scenario.profile or "")
+    steps = []
+    for name in ("decode_no_tbo", "decode_tbo"):
+        d = scenario.deployment(name)
+        cm = ServingCostModel(
+            load_model(scenario.model),
+            load_gpu(scenario.gpu),
+            d,  # type: ignore[arg-type]
+            profile,
+            profile_gpu=load_gpu(profile.device.gpu or scenario.gpu),
+        )
+        ranks = d.attn_dp  # type: ignore[union-attr]
+        n = ranks * tokens_per_gpu
+        batch = BatchShape(
+            num_ranks=ranks,
+            rank=np.repeat(np.arange(ranks), tokens_per_gpu),
+            new_tokens=np.ones(n, dtype=np.int64),
+            kv_tokens=np.full(n, context),
+            is_decode=np.ones(n, dtype=bool),
+        )
+        steps.append(cm.step_cost(batch).duration_s)
+    return steps[1] / steps[0] - 1
 
 
 def main() -> None:
