@@ -109,12 +109,15 @@ def _flashinfer_mla(ctx: Ctx) -> DecodeKernel | None:
         wrapper = BatchMLAPagedAttentionWrapper(
             torch.empty(128 << 20, dtype=torch.uint8, device=dev), backend="auto"
         )
-        i32 = {"dtype": torch.int32, "device": dev}
+
+        def ints(n: int, step: int = 1) -> torch.Tensor:
+            return torch.arange(n, dtype=torch.int32, device=dev) * step
+
         wrapper.plan(
-            torch.arange(b + 1, **i32) * s,  # qo_indptr
-            torch.arange(b + 1, **i32) * kv,  # kv_indptr (one token per page)
-            torch.arange(b * kv, **i32),  # kv_indices
-            torch.full((b,), kv, **i32),  # kv_len_arr
+            ints(b + 1, s),  # qo_indptr
+            ints(b + 1, kv),  # kv_indptr (one token per page)
+            ints(b * kv),  # kv_indices
+            torch.full((b,), kv, dtype=torch.int32, device=dev),  # kv_len_arr
             h, d_c, cache.shape[-1] - d_c, 1, s > 1, scale, q.dtype, cache.dtype,
         )  # fmt: skip
         flat = q.reshape(b * s, h, -1)
