@@ -3,8 +3,9 @@
 When a request's prefill completes (its first token is out), its cache moves over RDMA:
 transfer time = (prompt tokens + per-request state tokens) x KV bytes per token / bandwidth,
 then the request arrives at the decode pool, whose router places it on a decode rank. The
-prefill rank frees the KV when the transfer starts (transfers take milliseconds; a prefill pool
-is rarely KV-bound), and transfers do not contend with each other for the link.
+prefill rank frees the KV when the transfer starts (a prefill pool is rarely KV-bound). The
+caches one prefill rank sends share its link: they go one after another (in request order when
+several leave in the same step), so a burst of short prompts, or a slow link, queues.
 """
 
 from __future__ import annotations
@@ -33,15 +34,34 @@ class KvTransfer:
         self.seconds_per_token = kv_bytes_per_token / bandwidth_bytes_s
         self.state_tokens = state_tokens
         self.sent = 0
-        self.total_s = 0.0
+        self.total_s = 0.0  # hand-off to arrival, summed: link queueing included
+        self._link_free_s = np.zeros(0)  # per prefill rank: when its link is next free
 
     def seconds(self, ids: IntArray) -> FloatArray:
-        """Transfer time of each request's cache."""
+        """Transfer time of each request's cache on an idle link."""
         tokens = self.table.prefill_target[ids] + self.state_tokens
         return tokens.astype(np.float64) * self.seconds_per_token
 
     def send(self, ids: IntArray, now: float) -> None:
-        dt = self.seconds(ids)
+        """Queue `ids` (ascending) on their prefill ranks' links; each lands when its turn on
+        the link ends."""
+        if ids.shape[0] == 0:
+            return
+        ranks = self.table.home_rank[ids]  # the prefill rank each was served on
+        assert int(ranks.min()) >= 0, "a prefilled request without its prefill rank"
+        if int(ranks.max()) >= self._link_free_s.shape[0]:
+            grown = np.zeros(int(ranks.max()) + 1)
+            grown[: self._link_free_s.shape[0]] = self._link_free_s
+            self._link_free_s = grown
+        order = np.argsort(ranks, kind="stable")  # by rank, request order within a rank
+        r, dt = ranks[order], self.seconds(ids)[order]
+        first = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])  # where each rank's run starts
+        counts = np.diff(np.r_[first, r.shape[0]])
+        done = np.cumsum(dt)
+        done -= np.repeat(done[first] - dt[first], counts)  # link time used within each rank
+        start = np.maximum(now, self._link_free_s[r[first]])
+        end = np.repeat(start, counts) + done
+        self._link_free_s[r[first]] = end[first + counts - 1]
         self.sent += int(ids.shape[0])
-        self.total_s += float(dt.sum())
-        self.feed.push(now + dt, ids)
+        self.total_s += float((end - now).sum())
+        self.feed.push(end, ids[order])
