@@ -1,0 +1,126 @@
+"""`mlasim models`, `mlasim gpus`, `mlasim profiles`: the bundled catalog, as a table or JSON.
+
+`register(app)` adds the three commands to the `mlasim` Typer app.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sim.catalog import gpu_names, load_gpu, load_model, model_names
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+
+
+def _cell(v: Any) -> str:
+    if v is None or v == {} or v is False:
+        return "-"
+    if v is True:
+        return "yes"
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {x}" for k, x in v.items())
+    return str(v)
+
+
+# table headers of JSON keys that read badly as they are
+LABELS = {
+    "attention": "attn",
+    "routed_experts": "experts",
+    "experts_per_token": "top-k",
+    "mtp_layers": "MTP",
+    "dsa": "DSA",
+    "bf16_tflops": "BF16 TFLOP/s",
+    "fp8_tflops": "FP8 TFLOP/s",
+    "hbm_gb": "HBM GB",
+    "hbm_tb_s": "HBM TB/s",
+    "ridge_flop_per_byte": "ridge FLOP/B",
+    "crossover_new_tokens_by_prefix": "crossover (prefix: new tokens)",
+}
+
+
+def _show(title: str, rows: list[dict[str, Any]], as_json: bool) -> None:
+    """Rows as a JSON array, or as a rich table with one column per key."""
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    t = Table(title=title)
+    for i, col in enumerate(rows[0] if rows else ()):
+        t.add_column(LABELS.get(col, col), no_wrap=i == 0)  # names stay whole
+    for r in rows:
+        t.add_row(*(_cell(v) for v in r.values()))
+    Console().print(t)
+
+
+def models(as_json: JsonFlag = False) -> None:
+    """The bundled model catalog."""
+    rows = []
+    for name in model_names():
+        m = load_model(name)
+        rows.append(
+            {
+                "name": name,
+                "attention": m.attention,
+                "layers": m.num_layers,
+                "heads": m.num_heads,
+                "routed_experts": m.moe.n_routed_experts,
+                "experts_per_token": m.moe.experts_per_token,
+                "mtp_layers": m.mtp_layers,
+                "dsa": m.dsa is not None,
+            }
+        )
+    _show("Models", rows, as_json)
+
+
+def gpus(as_json: JsonFlag = False) -> None:
+    """The bundled GPU catalog (datasheet figures)."""
+    rows = []
+    for name in gpu_names():
+        g = load_gpu(name)
+        rows.append(
+            {
+                "name": name,
+                "bf16_tflops": g.bf16_tflops,
+                "fp8_tflops": g.fp8_tflops,
+                "hbm_gb": g.hbm_gb,
+                "hbm_tb_s": g.hbm_tb_s,
+                "ridge_flop_per_byte": round(g.ridge_flop_per_byte, 1),
+            }
+        )
+    _show("GPUs", rows, as_json)
+
+
+def profiles(as_json: JsonFlag = False) -> None:
+    """The bundled calibration profiles: provenance, device, tables and measured crossover."""
+    from sim.catalog.profiles import load_profile, profile_names
+
+    rows = []
+    for name in profile_names():
+        p = load_profile(name)
+        crossover = {
+            str(c.prefix_len_tokens): round(c.crossover_new_tokens)
+            if c.crossover_new_tokens
+            else c.status
+            for c in p.crossover
+        }
+        rows.append(
+            {
+                "name": name,
+                "kind": p.kind,
+                "gpu": p.device.gpu,
+                "tables": len(p.tables),
+                "points": sum(len(t.points) for t in p.tables),
+                "ops": len({t.op for t in p.tables}),
+                "crossover_new_tokens_by_prefix": crossover,
+            }
+        )
+    _show("Calibration profiles", rows, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    for command in (models, gpus, profiles):
+        app.command()(command)
