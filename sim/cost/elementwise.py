@@ -27,6 +27,10 @@ an intermediate width, `E` routed experts, `k` experts per token); bytes per tok
   experts on the busiest EP GPU: the same plus the down-projection quant, fused into one kernel
   (`silu_and_mul_masked_post_quant_fwd`) in the masked (low-latency decode) layout:
   4i + i (1 + 4/128) B.
+- Steps with prefill (DeepEP normal kernels, DeepGEMM contiguous layout), with EP: the FP8
+  quantisation of the rank's hidden states before the dispatch (d), `ep_scatter` of received
+  tokens into per-expert rows (2 d (1 + 4/128) B per token-expert pair) and `ep_gather` of the
+  weighted expert outputs (4 d B per pair).
 
 Each kernel is one `elementwise` op whose width makes `op_work`'s bytes (one BF16 read + one BF16
 write of [tokens, width] = 4 x tokens x width) equal the kernel's real bytes: width = bytes per
@@ -37,8 +41,7 @@ efficiency plus one launch overhead per kernel).
 
 Not counted: the norms' weight vectors (read once per kernel, not per token), the indexer's
 own norm and quant (DSA), KDA layers' gates and convolutions, Kimi K3's output gate, per-tensor
-quant in front of FP8 absorb bmms (the bmms are priced BF16), the quant before a normal-mode
-(prefill) EP dispatch and the permute kernels around the contiguous expert GEMMs.
+quant in front of FP8 absorb bmms (the bmms are priced BF16).
 """
 
 from __future__ import annotations
@@ -208,26 +211,54 @@ def draft_kernels(c: RankContext, one: RankSegments) -> list[Kernel]:
 
 
 def routed_kernels(
-    model: ModelSpec, deployment: Deployment, unit_tokens: float, decode_only: bool
+    model: ModelSpec,
+    deployment: Deployment,
+    unit_tokens: float,
+    decode_only: bool,
+    rank_tokens: float = 0.0,
 ) -> list[Kernel]:
-    """One MoE layer's routed-expert activation on the busiest EP GPU (as `_routed_moe` sizes it):
-    SiLU-and-mul, and the down-projection input quant (fused with it in the masked layout)."""
-    moe, d = model.moe, deployment
+    """One MoE layer's routed-expert kernels on the busiest EP GPU (as `_routed_moe` sizes it):
+    SiLU-and-mul and the down-projection input quant (fused in the masked layout).
+
+    Steps with prefill run DeepEP's normal kernels and DeepGEMM's contiguous layout, which add
+    (with EP) the FP8 quantisation of the rank's `rank_tokens` before the dispatch, the scatter
+    of received tokens into per-expert rows (a read and a write of each token-expert pair, FP8
+    with scales) and the weighted gather of the expert outputs back (a BF16 read per pair and a
+    write per received token, counted as one per pair). Low-latency (decode) kernels dispatch
+    into the per-expert layout and reduce in the combine themselves.
+    """
+    moe, d, h = model.moe, deployment, model.hidden_size
     if unit_tokens <= 0:
         return []
     busiest = busiest_tokens(model, d, unit_tokens)
     inter = moe.moe_intermediate_size // d.moe_tp
-    if d.weight_dtype == "bf16":
-        return [
-            Kernel(name="routed_silu_mul", tokens=busiest, bytes_per_token=silu_mul_bytes(inter))
-        ]
+    fp8 = d.weight_dtype != "bf16"
     if decode_only:
+        if not fp8:
+            return [
+                Kernel(
+                    name="routed_silu_mul", tokens=busiest, bytes_per_token=silu_mul_bytes(inter)
+                )
+            ]
         nbytes = silu_mul_quant_bytes(inter)
         return [Kernel(name="routed_silu_mul_quant", tokens=busiest, bytes_per_token=nbytes)]
-    return [
-        Kernel(name="routed_silu_mul", tokens=busiest, bytes_per_token=silu_mul_bytes(inter)),
-        Kernel(name="routed_quant_down_input", tokens=busiest, bytes_per_token=quant_bytes(inter)),
-    ]
+    out = [Kernel(name="routed_silu_mul", tokens=busiest, bytes_per_token=silu_mul_bytes(inter))]
+    if fp8:
+        out.append(
+            Kernel(
+                name="routed_quant_down_input", tokens=busiest, bytes_per_token=quant_bytes(inter)
+            )
+        )
+    if d.ep > 1:
+        value = FP8_VALUE if fp8 else BF16  # the dispatched token's bytes per value
+        if fp8 and rank_tokens > 0:
+            per_gpu = rank_tokens / d.attn_tp
+            out.append(
+                Kernel(name="quant_dispatch_input", tokens=per_gpu, bytes_per_token=quant_bytes(h))
+            )
+        out.append(Kernel(name="ep_scatter", tokens=busiest, bytes_per_token=2 * value * h))
+        out.append(Kernel(name="ep_gather", tokens=busiest, bytes_per_token=2 * BF16 * h))
+    return out
 
 
 def rank_elementwise(pr: Pricer, c: RankContext, s: RankSegments) -> OpTime:
@@ -241,7 +272,12 @@ def draft_elementwise(pr: Pricer, c: RankContext, one: RankSegments) -> OpTime:
 
 
 def routed_elementwise(
-    pr: Pricer, model: ModelSpec, deployment: Deployment, unit_tokens: float, decode_only: bool
+    pr: Pricer,
+    model: ModelSpec,
+    deployment: Deployment,
+    unit_tokens: float,
+    decode_only: bool,
+    rank_tokens: float = 0.0,
 ) -> OpTime:
-    """One MoE layer's routed-expert activation kernels on the busiest EP GPU."""
-    return price(pr, routed_kernels(model, deployment, unit_tokens, decode_only))
+    """One MoE layer's routed-expert memory-bound kernels on the busiest EP GPU."""
+    return price(pr, routed_kernels(model, deployment, unit_tokens, decode_only, rank_tokens))

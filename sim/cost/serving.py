@@ -258,7 +258,7 @@ class ServingCostModel:
     ) -> dict[str, OpTime]:
         m, d = self.model, self.deployment
         ops = {"moe_routed": scale(self._routed_moe(n, decode_only), m.moe_layers)}
-        act = routed_elementwise(self.pricer, m, d, n, decode_only)
+        act = routed_elementwise(self.pricer, m, d, n, decode_only, crit_tokens)
         ops["moe_elementwise"] = scale(act, m.moe_layers)
         drafts = d.mtp_draft_tokens
         if drafts and n_dec > 0:
@@ -293,7 +293,9 @@ class ServingCostModel:
         hit = self._unit_memo.get(key)
         if hit is None:
             gemms = self._routed_moe(half[0], decode_only)
-            act = routed_elementwise(self.pricer, m, self.deployment, half[0], decode_only)
+            act = routed_elementwise(
+                self.pricer, m, self.deployment, half[0], decode_only, rank_tokens=half[1]
+            )
             hit = {"moe_routed": combine(gemms, act)}  # SiLU runs between up and down
             hit.update(self._comm_ops(float(half[1]), decode_only))
             self._unit_memo[key] = hit

@@ -140,10 +140,27 @@ def test_routed_activation_on_the_busiest_gpu() -> None:
     assert [k.name for k in fused] == ["routed_silu_mul_quant"]
     assert fused[0].tokens == pytest.approx(busiest)
     assert fused[0].bytes_per_token == pytest.approx(2 * 2 * 2048 + 2048 * (1 + 4 / 128))
-    split = ew.routed_kernels(V3, d, 1024, decode_only=False)
-    assert [k.name for k in split] == ["routed_silu_mul", "routed_quant_down_input"]
     bf16 = ew.routed_kernels(V3, dp(weight_dtype="bf16"), 1024, decode_only=True)
     assert [(k.name, k.bytes_per_token) for k in bf16] == [("routed_silu_mul", 6 * 2048)]
+
+
+def test_prefill_steps_add_deepep_normal_mode_kernels() -> None:
+    """Contiguous layout: quant before the dispatch (the rank's tokens), scatter into per-expert
+    rows and weighted gather back (the busiest GPU's token-expert pairs)."""
+    d = dp()
+    busiest = busiest_gpu_tokens(1024 * 8, 256, d.ep, d.expert_zipf_s, d.eplb_redundant_experts)
+    split = {k.name: k for k in ew.routed_kernels(V3, d, 1024, False, rank_tokens=64)}
+    assert list(split) == [
+        "routed_silu_mul", "routed_quant_down_input", "quant_dispatch_input", "ep_scatter",
+        "ep_gather",
+    ]  # fmt: skip
+    assert split["quant_dispatch_input"].tokens == 64
+    assert split["quant_dispatch_input"].bytes_per_token == pytest.approx((2 + 1 + 4 / 128) * 7168)
+    assert split["ep_scatter"].tokens == pytest.approx(busiest)
+    assert split["ep_scatter"].bytes_per_token == pytest.approx(2 * (1 + 4 / 128) * 7168)
+    assert split["ep_gather"].bytes_per_token == 4 * 7168
+    one_gpu = ew.routed_kernels(V3, dp(nodes=1, moe_ep=1, moe_tp=8), 1024, False, rank_tokens=64)
+    assert [k.name for k in one_gpu] == ["routed_silu_mul", "routed_quant_down_input"]
 
 
 def decode_batch(ranks: int, per_rank: int, kv: int, s_q: int = 1) -> BatchShape:
