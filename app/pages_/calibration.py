@@ -166,6 +166,30 @@ def _section_crossover(profile: Profile) -> None:
     )  # fmt: skip
 
 
+FLAGS = ("FAILED", "not timed", "raised", "stopped", "not run")  # notes a user must see
+
+
+def notes_table(profile: Profile) -> list[dict[str, str]]:
+    """The profile's notes, flagged ones (failed checks, untimed points, stops) first."""
+    flagged = [n for n in profile.notes if any(f in n for f in FLAGS)]
+    rest = [n for n in profile.notes if n not in flagged]
+    return [{"": "!" if n in flagged else "", "note": n} for n in flagged + rest]
+
+
+def _section_notes(profile: Profile) -> None:
+    rows = notes_table(profile)
+    if not rows:
+        return
+    flagged = sum(1 for r in rows if r[""])
+    label = f"Run notes: {len(rows)}" + (f", {flagged} flagged" if flagged else "")
+    with st.expander(label, expanded=flagged > 0):
+        st.caption(
+            "What the run checked, which kernel timed each family and why, and what it could "
+            "not measure (flagged first)."
+        )
+        st.dataframe(rows, hide_index=True, key="cal_notes")
+
+
 def render() -> None:
     st.title("Calibration")
     try:
@@ -188,3 +212,4 @@ def render() -> None:
     )
     _section_tables(profile, gpu)
     _section_crossover(profile)
+    _section_notes(profile)

@@ -104,3 +104,19 @@ def test_crossover_rows_name_the_winner_when_curves_do_not_cross() -> None:
     )
     rows = calibration.crossover_rows(profile.model_copy(update={"crossover": [point]}))
     assert rows[0]["measured crossover"] == "absorb faster throughout"
+
+
+def test_run_notes_put_what_was_not_measured_first() -> None:
+    data = json.loads(_profile_with_crossover())
+    data["notes"] = [
+        "mla_decode bf16 [torch_bmm]: relative error 1.2e-03 (bound 1e-02) ok",
+        "kernels_calib.moe: stopped (time limit spent before 'moe_up ...'); tables kept",
+    ]
+    at = open_page("Calibration")
+    at.selectbox(key="cal_profile").set_value(calibration.UPLOAD).run()
+    at.file_uploader(key="cal_upload").upload("mine.json", json.dumps(data).encode()).run()
+    assert not at.exception
+    notes = next(d.value for d in at.dataframe if "note" in d.value.columns)
+    assert notes["note"].tolist()[0].startswith("kernels_calib.moe: stopped")
+    assert notes[""].tolist() == ["!", ""]
+    assert at.expander[-1].label == "Run notes: 2, 1 flagged"
