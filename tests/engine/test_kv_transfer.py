@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim.engine.arrivals import TransferFeed
 from sim.engine.pd import KvTransfer
@@ -48,3 +50,41 @@ def test_an_idle_link_sends_at_once() -> None:
     link, feed, ids = _link([50], [3])
     link.send(ids, now=20.0)
     assert _landed(link, feed) == pytest.approx({0: 20.5})
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sends=st.lists(
+        st.tuples(
+            st.floats(0.0, 5.0),  # time since the previous send
+            st.lists(st.tuples(st.integers(1, 500), st.integers(0, 3)), min_size=1, max_size=6),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_each_rank_link_carries_one_cache_at_a_time(
+    sends: list[tuple[float, list[tuple[int, int]]]],
+) -> None:
+    """Whatever the sends, a rank's caches land in order, never overlap on its link, none lands
+    before its own transfer time, and the link time adds up."""
+    prompts = [p for _, batch in sends for p, _ in batch]
+    ranks = [r for _, batch in sends for _, r in batch]
+    link, feed, ids = _link(prompts, ranks)
+    now, start, sent_at = 0.0, 0, {}
+    for gap, batch in sends:
+        now += gap
+        chunk = ids[start : start + len(batch)]
+        sent_at.update({int(i): now for i in chunk})
+        link.send(chunk, now)
+        start += len(batch)
+    landed = _landed(link, feed)
+    assert sorted(landed) == list(range(len(prompts)))
+    for rank in set(ranks):
+        mine = sorted((i for i in landed if ranks[i] == rank), key=lambda i: (sent_at[i], i))
+        busy_until = 0.0
+        for i in mine:  # FIFO per rank: each starts when sent or when the link frees up
+            start_s = max(sent_at[i], busy_until)
+            assert landed[i] == pytest.approx(start_s + prompts[i] * 0.01)
+            busy_until = landed[i]
+    assert link.total_s == pytest.approx(sum(landed[i] - sent_at[i] for i in landed))
