@@ -17,9 +17,10 @@ from kernels_calib.plan import FAMILIES
 def _calibrate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kernels_calib",
-        description="Time MLA absorb/expand, GEMM, MoE, DSA and collective kernels on this "
-        "device and write a calibration profile. `python -m kernels_calib report PROFILE` "
-        "summarises one.",
+        description="Time MLA absorb/expand, GEMM, MoE, DSA, elementwise and collective kernels "
+        "on this device and write a calibration profile. `python -m kernels_calib report PROFILE` "
+        "summarises one; `python -m kernels_calib plan [--device cuda] [--quick]` lists what a "
+        "run would time.",
     )
     p.add_argument("--out", type=Path, required=True, help="profile JSON to write")
     p.add_argument(
@@ -50,12 +51,42 @@ def _calibrate_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _plan(argv: Sequence[str]) -> int:
+    """`python -m kernels_calib plan [--device cuda|cpu] [--quick]`: what a run would time."""
+    p = argparse.ArgumentParser(
+        prog="python -m kernels_calib plan",
+        description="Points per kernel family a calibration run would time, and the time its "
+        "timing loops may take (input generation, checks and compilation come on top).",
+    )
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--quick", action="store_true")
+    opts = p.parse_args(list(argv))
+    from kernels_calib.plan import make_plan
+    from kernels_calib.runner import planned_points
+    from sim.catalog import load_model
+
+    counts = planned_points(opts.device, opts.quick)
+    timing = make_plan(opts.device, opts.quick, load_model("deepseek-v3").num_heads).timing
+    for family, n in counts.items():
+        note = " (with 2+ GPUs visible)" if family == "comm" else ""
+        print(f"{family:<12} {n:>5} points{note}")
+    total = sum(counts.values())
+    print(
+        f"{'total':<12} {total:>5} points; timing loops stop after {timing.budget_s:g} s per "
+        f"point once {timing.min_runs} runs are in: about {total * timing.budget_s:.0f} s of "
+        "timing for short kernels, more for kernels slower than the budget"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["report"]:
         from kernels_calib.report import main as report_main
 
         return report_main(args[1:])
+    if args[:1] == ["plan"]:
+        return _plan(args[1:])
     parser = _calibrate_parser()
     opts = parser.parse_args(args)
     import torch

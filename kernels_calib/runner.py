@@ -88,6 +88,21 @@ def device_info(device: str, gpu: str | None) -> DeviceInfo:
     )
 
 
+def planned_points(device: str, quick: bool, model_name: str = "deepseek-v3") -> dict[str, int]:
+    """Points each family would time on `device` (collectives: as if 2+ GPUs were visible
+    there; here they run only when they are)."""
+    model = load_model(model_name)
+    ctx = Ctx(
+        plan=make_plan(device, quick, model.num_heads),
+        model=model,
+        gen=torch.Generator(),
+        device_name="plan",
+    )
+    counts = {f: sum(mod.count(ctx) for mod in MODULES[f]) for f in FAMILIES if f != "comm"}
+    counts["comm"] = len(comm.OPS) * len(ctx.plan.comm_bytes)
+    return counts
+
+
 def _run_family(ctx: Ctx, mod: ModuleType) -> None:
     if ctx.stop_reason is not None:
         ctx.notes.append(f"{mod.__name__}: not run ({ctx.stop_reason})")

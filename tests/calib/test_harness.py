@@ -196,3 +196,22 @@ def test_the_fastest_checked_prefill_kernel_times_the_grid(quick_profile: Path) 
     assert impls == {chosen}
     expand = {t.impl for t in profile.tables if t.op == "mla_extend_expand"}
     assert len(expand) == 1 and expand.pop().startswith("matmul+torch_sdpa")
+
+
+def test_the_plan_counts_what_a_run_times(quick_profile: Path) -> None:
+    from kernels_calib.runner import planned_points
+
+    planned = planned_points("cpu", quick=True)
+    profile = load_profile(str(quick_profile))
+    timed = sum(len(t.points) for t in profile.tables)
+    assert sum(n for f, n in planned.items() if f != "comm") == timed  # no GPUs: no collectives
+    cuda, cuda_quick = planned_points("cuda", quick=False), planned_points("cuda", quick=True)
+    assert all(cuda_quick[f] <= cuda[f] for f in cuda) and sum(cuda.values()) > 400
+
+
+def test_plan_command_prints_every_family(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plan", "--device", "cuda", "--quick"]) == 0
+    out = capsys.readouterr().out
+    for family in ("mla_decode", "mla_prefill", "gemm", "moe", "dsa", "elementwise", "comm"):
+        assert family in out
+    assert "total" in out and "points" in out
