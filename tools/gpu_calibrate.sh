@@ -18,6 +18,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$out/gpu.txt" || true
+python3 -m kernels_calib plan --device "$device" | tee "$out/plan.txt"
 # --quick first (sized for 1 min), then the default grid (sized for 5 min; no point starts after
 # 300 s, the profile keeps what was measured and says what was not; SIGTERM from `timeout`
 # stops it the same way). Wall times go to sizing.txt.
