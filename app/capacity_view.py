@@ -18,7 +18,13 @@ import streamlit as st
 
 from app import charts, components, export, runner
 from sim.search.backends import ProcessBackend
-from sim.search.capacity import OPEN_LOOP, CapacityError, ProbeFn, capacity_search
+from sim.search.capacity import (
+    OPEN_LOOP,
+    CapacityError,
+    ProbeFn,
+    capacity_search,
+    search_count,
+)
 from sim.search.capacity_report import CapacityReport
 from sim.search.load import load_of
 from sim.specs.scenario import Scenario
@@ -183,7 +189,7 @@ def _inputs(closed: bool) -> tuple[Options, float]:
 
 
 def _run(searched: Scenario, options: Options) -> tuple[CapacityReport, float] | None:
-    bound = options.max_runs * len(searched.deployments)
+    bound = options.max_runs * search_count(searched)
     bar = st.progress(0.0, text="waiting for worker processes")
     done = [0]
 

@@ -9,10 +9,10 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from sim.catalog import gpu_names, load_gpu, load_model, model_names
+from sim.cli_physics import output_console
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 
@@ -53,7 +53,7 @@ def _show(title: str, rows: list[dict[str, Any]], as_json: bool) -> None:
         t.add_column(LABELS.get(col, col), no_wrap=i == 0)  # names stay whole
     for r in rows:
         t.add_row(*(_cell(v) for v in r.values()))
-    Console().print(t)
+    output_console().print(t)
 
 
 def models(as_json: JsonFlag = False) -> None:

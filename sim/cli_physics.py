@@ -21,6 +21,15 @@ from sim.specs.deployment import Deployment
 console = Console()
 
 
+PIPE_WIDTH = 160  # columns for tables written to a pipe or a CI log (terminals use their own)
+
+
+def output_console() -> Console:
+    """A console for tables: a terminal's own width, else wide enough that columns stay whole."""
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPE_WIDTH)
+
+
 def usage_error(message: str) -> typer.Exit:
     """Print a usage error and return the exit (code 2) for the caller to raise."""
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}")

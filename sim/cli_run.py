@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
+from sim.cli_physics import output_console
 from sim.metrics.results import DeploymentResults, Results
 from sim.metrics.stats import Percentiles
 from sim.specs.deployment import Deployment, PdDeployment
@@ -119,7 +119,7 @@ def run(
     ] = None,
 ) -> None:
     """Simulate every deployment of a scenario and print them side by side."""
-    console = Console()
+    console = output_console()
     from sim.io.results_io import write_csv, write_json
     from sim.io.scenario_io import ScenarioError, load_scenario
     from sim.run import simulate_scenario, summarize_scenario

@@ -16,8 +16,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sim.cli_physics import usage_error
+from sim.cli_physics import output_console, usage_error
 from sim.search.backends import BACKENDS, Backend, BackendError, make_backend
+from sim.search.capacity_report import CapacityReport
 from sim.search.overrides import OverrideError
 from sim.specs.scenario import Scenario
 
@@ -106,7 +107,7 @@ def sweep(
     from sim.search.grid import grid_points, parse_axis
     from sim.search.sweep import run_grid, sweep_rows, write_rows_csv, write_rows_json
 
-    console = Console()
+    console = output_console()
     base = _load(scenario)
     try:
         axes = [parse_axis(s) for s in set_ or []]
@@ -162,17 +163,24 @@ def capacity(
     jobs: JobsOpt = None,
     ray_address: RayOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report JSON.")] = None,
+    pd_pools: Annotated[
+        bool,
+        typer.Option(
+            "--pd-pools/--no-pd-pools",
+            help="Also size each PD deployment's prefill and decode pools separately.",
+        ),
+    ] = True,
 ) -> None:
     """Highest arrival rate each deployment serves within the SLO; GPUs for --target-rate.
 
     Doubles or halves workload.rate_req_s until the SLO is bracketed, then bisects it.
 
-    Each probe simulates one deployment for the scenario's run.duration_s.
+    Each probe simulates one deployment (or one PD pool alone) for the scenario's run.duration_s.
     """
-    from sim.search.capacity import CapacityError, capacity_search, check_options
+    from sim.search.capacity import CapacityError, capacity_search, check_options, search_count
     from sim.search.overrides import apply_overrides, parse_assignment
 
-    console = Console()
+    console = output_console()
     try:
         sc = apply_overrides(_load(scenario), [parse_assignment(s) for s in set_ or []])
         check_options(sc, target_rate, tolerance, max_runs, probes_per_round)
@@ -180,7 +188,8 @@ def capacity(
         raise usage_error(str(exc)) from None
     runner = _backend(backend, jobs, ray_address)
     with runner, _run_errors(scenario), _progress(console) as bar:
-        task = bar.add_task(f"capacity ({runner.name})", total=max_runs * len(sc.deployments))
+        total = max_runs * search_count(sc, pd_pools)
+        task = bar.add_task(f"capacity ({runner.name})", total=total)
 
         def on_probe(name: str, rate: float, ok: bool) -> None:
             verdict = "meets" if ok else "misses"
@@ -188,7 +197,7 @@ def capacity(
 
         report = capacity_search(
             sc, target_rate, runner, tolerance=tolerance, max_runs=max_runs,
-            probes_per_round=probes_per_round, on_probe=on_probe,
+            probes_per_round=probes_per_round, on_probe=on_probe, pd_pools=pd_pools,
         )  # fmt: skip
     pct = f"p{sc.slo.percentile:g}"
     t = Table(
@@ -215,9 +224,53 @@ def capacity(
     console.print(t)
     for d in report.deployments:
         console.print(f"{d.deployment}: {d.note}", highlight=False)
+    if report.pd_pools:
+        _print_pd_pools(console, report)
     if json_out is not None:
         json_out.write_text(json.dumps(report.model_dump(mode="json"), indent=2) + "\n")
         console.print(f"wrote {json_out}")
+
+
+def _print_pd_pools(console: Console, report: CapacityReport) -> None:
+    """The PD pools sized separately: a table, the prefill : decode GPU line and each pool's
+    note."""
+    slo, target = report.slo, report.target_rate_req_s
+    pct = f"p{slo.percentile:g}"
+    t = Table(
+        title=f"PD pools sized separately for {target:g} req/s: prefill alone within {pct} TTFT "
+        f"<= the SLO's less the KV transfer, decode alone within {pct} TPOT <= "
+        f"{slo.tpot_s * 1e3:g} ms"
+    )
+    t.add_column("deployment", no_wrap=True)
+    t.add_column("pool", no_wrap=True)
+    for col in ("max req/s", f"TTFT {pct} ms", f"TPOT {pct} ms", "units", "GPUs each unit",
+                "GPUs", "runs"):  # fmt: skip
+        t.add_column(col, justify="right")
+    t.add_column("status", no_wrap=True)
+    for pd in report.pd_pools:
+        for pool, r in (("prefill", pd.prefill), ("decode", pd.decode)):
+            t.add_row(
+                pd.deployment, pool, _f(r.max_rate_req_s, 4),
+                _f(r.ttft_s, 3, 1e3) if pool == "prefill" else "-",
+                _f(r.tpot_s, 3, 1e3) if pool == "decode" else "-",
+                "-" if r.replicas is None else str(r.replicas), str(r.gpus_per_deployment),
+                "-" if r.gpus is None else str(r.gpus), str(r.runs), r.status,
+            )  # fmt: skip
+    console.print(t)
+    pairs = {d.deployment: d for d in report.deployments}
+    for pd in report.pd_pools:
+        a, b = pd.prefill.gpus, pd.decode.gpus
+        whole = pairs[pd.deployment].gpus
+        console.print(
+            f"{pd.deployment}: prefill : decode GPUs = {'-' if a is None else a} : "
+            f"{'-' if b is None else b}; {'-' if pd.gpus is None else pd.gpus} GPUs in all "
+            f"(whole pairs: {'-' if whole is None else whole}); prefill TTFT budget "
+            f"{pd.prefill_ttft_budget_s:.4g} s = {slo.ttft_s:g} s less "
+            f"{pd.kv_transfer_s * 1e3:.3g} ms KV transfer",
+            highlight=False,
+        )
+        for r in (pd.prefill, pd.decode):
+            console.print(f"{r.deployment}: {r.note}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

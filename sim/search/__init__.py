@@ -5,4 +5,5 @@
 - `backends`: the executors, one interface (`run` yields (index, results JSON) as they finish).
 - `load`: throughput against offered load (the app's load sweep).
 - `capacity`: highest rate within the SLO per deployment; replicas and GPUs for a target rate.
+- `pd_capacity`: a PD deployment's prefill and decode pools searched alone; units of each.
 """

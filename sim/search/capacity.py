@@ -8,6 +8,10 @@ round's probes, over all deployments, go through one backend call, so they run i
 Every probe simulates the scenario's own `run` (duration, warm-up, seed): same scenario and
 options, same answer.
 
+A PD deployment is also sized pool by pool (`sim.search.pd_capacity`): its prefill and decode
+pools are searched alone, as more searches in the same rounds, and the report adds prefill and
+decode units for the target beside the whole-pair answer.
+
 Latency need not fall monotonically with load in a finite, seeded run; the search stays on the
 safe side: the failing rate is the lowest rate seen to fail, the maximum the highest rate seen to
 meet below it.
@@ -22,6 +26,8 @@ from dataclasses import dataclass, field
 from sim.metrics.results import DeploymentResults
 from sim.search.backends import Backend
 from sim.search.capacity_report import CapacityReport, CapacityResult, Probe, Status
+from sim.search.pd_capacity import PoolRule, pd_pools_results, pool_rules
+from sim.specs.deployment import PdDeployment
 from sim.specs.scenario import Scenario, Slo
 
 OPEN_LOOP = ("poisson", "gamma")
@@ -64,12 +70,22 @@ def probe_scenario(scenario: Scenario, deployment: str, rate_req_s: float) -> Sc
 
 @dataclass
 class _Search:
-    """The probes of one deployment so far, and which rates to try next."""
+    """The probes of one deployment (or, with a `rule`, one PD pool alone) so far, and which
+    rates to try next."""
 
     name: str
     start: float
     floor: float
     probes: dict[float, Probe] = field(default_factory=dict)
+    rule: PoolRule | None = None  # None: the whole deployment, judged by `meets_slo`
+
+    def scenario_at(self, scenario: Scenario, rate: float) -> Scenario:
+        return (
+            self.rule.scenario_at(rate) if self.rule else probe_scenario(scenario, self.name, rate)
+        )
+
+    def missed(self, p: Probe, slo: Slo) -> str:
+        return self.rule.missed(p) if self.rule else _missed(p, slo)
 
     def bracket(self) -> tuple[float | None, float | None]:
         """(highest meeting rate below `hi`, lowest failing rate `hi`)."""
@@ -93,10 +109,10 @@ class _Search:
         return rates[: max(runs_left, 0)]
 
 
-def _probe(rate: float, d: DeploymentResults, slo: Slo) -> Probe:
+def _probe(rate: float, d: DeploymentResults, slo: Slo, rule: PoolRule | None = None) -> Probe:
     return Probe(
         rate_req_s=rate,
-        meets_slo=meets_slo(d, rate, slo),
+        meets_slo=rule.meets(d, rate) if rule else meets_slo(d, rate, slo),
         slo_met=d.slo_met,
         ttft_s=d.ttft_at_slo_s,
         tpot_s=d.tpot_at_slo_s,
@@ -134,7 +150,7 @@ def _verdict(s: _Search, slo: Slo, tolerance: float) -> tuple[Status, str]:
         )
         return "fails_at_lowest", (
             f"misses the SLO at every rate probed, down to {low:.4g} req/s "
-            f"({_missed(s.probes[low], slo)}): relax the SLO or change the deployment; {more}"
+            f"({s.missed(s.probes[low], slo)}): relax the SLO or change the deployment; {more}"
         )
     if hi is None:
         return "no_failure", (
@@ -192,6 +208,13 @@ def check_options(
         raise CapacityError(f"probes per round {width}: give at least 1")
 
 
+def search_count(scenario: Scenario, pd_pools: bool = True) -> int:
+    """Searches a capacity search runs (each at most `max_runs` simulations): one per
+    deployment, plus one per pool of each PD deployment with `pd_pools`."""
+    pairs = sum(isinstance(d, PdDeployment) for d in scenario.deployments)
+    return len(scenario.deployments) + (2 * pairs if pd_pools else 0)
+
+
 def capacity_search(
     scenario: Scenario,
     target_rate_req_s: float,
@@ -201,16 +224,21 @@ def capacity_search(
     max_runs: int = 20,
     probes_per_round: int = 1,
     on_probe: ProbeFn | None = None,
+    pd_pools: bool = True,
 ) -> CapacityReport:
     """Per deployment: highest rate meeting the SLO (`meets_slo`), replicas and GPUs for the
-    target. `max_runs` bounds each deployment's simulations. Raises CapacityError for a
-    closed-loop or trace workload or a bad option; ValueError from a run propagates."""
+    target. With `pd_pools`, each PD deployment's pools are also searched alone
+    (`sim.search.pd_capacity`; `on_probe` names them `<pair>.<pool>`). `max_runs` bounds each
+    search's simulations. Raises CapacityError for a closed-loop or trace workload or a bad
+    option; ValueError from a run propagates."""
     check_options(scenario, target_rate_req_s, tolerance, max_runs, probes_per_round)
     start = float(scenario.workload.rate_req_s)  # type: ignore[union-attr]
     run = scenario.run
     window = (run.duration_s - run.warmup_s) if run.duration_s is not None else None
     floor = MIN_REQUESTS / window if window else 0.0
     searches = [_Search(d.name, start, floor) for d in scenario.deployments]
+    rules = pool_rules(scenario) if pd_pools else []
+    searches += [_Search(r.label, start, floor, rule=r) for r in rules if r.possible]
     while True:
         todo = [
             (s, r)
@@ -219,14 +247,19 @@ def capacity_search(
         ]
         if not todo:
             break
-        jobs = [probe_scenario(scenario, s.name, r) for s, r in todo]
+        jobs = [s.scenario_at(scenario, r) for s, r in todo]
         for i, results in backend.run(jobs):
             s, rate = todo[i]
             d = DeploymentResults.model_validate(results["deployments"][0])
-            s.probes[rate] = _probe(rate, d, scenario.slo)
+            s.probes[rate] = _probe(rate, d, scenario.slo, s.rule)
             if on_probe is not None:
                 on_probe(s.name, rate, s.probes[rate].meets_slo)
     gpus = {d.name: d.total_gpus for d in scenario.deployments}
+    slo = scenario.slo
+    pools = {r.label: r.impossible() for r in rules if not r.possible}
+    for s in searches:
+        if s.rule is not None:
+            pools[s.name] = _result(s, s.rule.unit.total_gpus, target_rate_req_s, slo, tolerance)
     return CapacityReport(
         scenario=scenario.name,
         target_rate_req_s=target_rate_req_s,
@@ -235,6 +268,9 @@ def capacity_search(
         max_runs=max_runs,
         duration_s=run.duration_s,
         deployments=[
-            _result(s, gpus[s.name], target_rate_req_s, scenario.slo, tolerance) for s in searches
+            _result(s, gpus[s.name], target_rate_req_s, slo, tolerance)
+            for s in searches
+            if s.rule is None
         ],
+        pd_pools=pd_pools_results(rules, pools),
     )

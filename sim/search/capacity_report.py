@@ -16,7 +16,10 @@ class Probe(Spec):
     """One simulation of one deployment at one arrival rate."""
 
     rate_req_s: float = Field(description="Offered arrival rate, requests per second.")
-    meets_slo: bool = Field(description="Met the SLO as `meets_slo` defines it.")
+    meets_slo: bool = Field(
+        description="Met the SLO as `meets_slo` defines it (a PD pool searched alone: its pool's "
+        "condition, `sim.search.pd_capacity`)."
+    )
     slo_met: bool = Field(description="TTFT and TPOT at the SLO percentile within target.")
     ttft_s: float | None = Field(
         description="TTFT at the SLO percentile, seconds (null unless it is 50, 90 or 99)."
@@ -56,6 +59,28 @@ class CapacityResult(Spec):
     probes: list[Probe] = Field(description="Every probe, by rate.")
 
 
+class PdPoolsResult(Spec):
+    """A PD deployment sized pool by pool: each pool searched alone as a standalone deployment
+    (its replicas as written are one pool unit), then units of each for the target rate."""
+
+    deployment: str = Field(description="Name of the PD deployment.")
+    kv_transfer_s: float = Field(
+        description="KV transfer of a typical request (mean prompt) on an idle link, seconds."
+    )
+    prefill_ttft_budget_s: float = Field(
+        description="TTFT the prefill pool alone must meet: the SLO's TTFT less kv_transfer_s."
+    )
+    prefill: CapacityResult = Field(
+        description="The prefill pool alone (role prefill); `replicas` are prefill pool units."
+    )
+    decode: CapacityResult = Field(
+        description="The decode pool alone (role decode); `replicas` are decode pool units."
+    )
+    gpus: int | None = Field(
+        description="Prefill GPUs + decode GPUs for the target (null when a pool has no maximum)."
+    )
+
+
 class CapacityReport(Spec):
     """A capacity search over every deployment of a scenario."""
 
@@ -66,3 +91,8 @@ class CapacityReport(Spec):
     max_runs: int = Field(description="Most simulations per deployment.")
     duration_s: float | None = Field(description="Simulated time of each probe, seconds.")
     deployments: list[CapacityResult] = Field(description="Per deployment, scenario order.")
+    pd_pools: list[PdPoolsResult] = Field(
+        default_factory=list,
+        description="Per PD deployment, scenario order: its pools sized separately (empty when "
+        "the scenario has none or the pool search is off).",
+    )
