@@ -6,6 +6,9 @@ then the request arrives at the decode pool, whose router places it on a decode 
 prefill rank frees the KV when the transfer starts (a prefill pool is rarely KV-bound). The
 caches one prefill rank sends share its link: they go one after another (in request order when
 several leave in the same step), so a burst of short prompts, or a slow link, queues.
+
+The first token is sampled by the prefill pool but reaches the user from the decode pool, which
+streams the reply: it travels with the cache, so a PD request's TTFT ends when its cache lands.
 """
 
 from __future__ import annotations
@@ -64,4 +67,5 @@ class KvTransfer:
         self._link_free_s[r[first]] = end[first + counts - 1]
         self.sent += int(ids.shape[0])
         self.total_s += float((end - now).sum())
+        self.table.first_token_s[ids[order]] = end  # delivered with the cache, from decode
         self.feed.push(end, ids[order])
