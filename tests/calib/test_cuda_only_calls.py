@@ -111,24 +111,10 @@ def test_flashinfer_decode_adapter_lays_out_pages_and_heads(
 ) -> None:
     """The FlashInfer MLA candidate (CUDA only) driven through a stand-in of its documented API:
     the adapter's paging, splits and reshapes give the absorb path's output."""
-    from kernels_calib import correctness, mla_decode
-    from kernels_calib.context import Ctx
-    from kernels_calib.plan import make_plan
-    from sim.catalog import load_model
+    from kernels_calib import mla_decode
 
     _stand_in_flashinfer(monkeypatch)
-    model = load_model("deepseek-v3")
-    gen = torch.Generator().manual_seed(0)
-    ctx = Ctx(plan=make_plan("cpu", True, 8), model=model, gen=gen, device_name="cpu")
-    kernel = mla_decode._flashinfer_mla(ctx)
-    assert kernel is not None and kernel.impl == "flashinfer_mla"
-    m = model.mla_spec
-    case = correctness.random_case(
-        batch=2, s_q=s_q, kv_len=40, heads=4, d_c=m.kv_lora_rank, d_s=m.qk_rope_head_dim,
-        d_k=m.qk_nope_head_dim, d_v=m.v_head_dim, gen=gen, device="cpu",
-    )  # fmt: skip
-    result = correctness.check_absorb_kernel(case, kernel.core, torch.float32, 1e-4, "stand-in")
-    assert result.ok, result.message
+    _absorb_check(mla_decode._flashinfer_mla, "flashinfer_mla", batch=2, s_q=s_q, kv_len=40)
 
 
 def _stand_in_flash_mla(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,21 +147,28 @@ def test_flash_mla_decode_adapter_pages_the_cache_in_blocks_of_64(
 ) -> None:
     """The FlashMLA candidate (CUDA only) through a stand-in of its documented API: a 100-token
     cache is padded to two 64-token blocks and addressed by the block table."""
-    from kernels_calib import correctness, mla_decode
+    from kernels_calib import mla_decode
+
+    _stand_in_flash_mla(monkeypatch)
+    _absorb_check(mla_decode._flash_mla, "flash_mla", batch=3, s_q=s_q, kv_len=100)
+
+
+def _absorb_check(make_kernel, impl: str, *, batch: int, s_q: int, kv_len: int) -> None:  # type: ignore[no-untyped-def]
+    """Build a decode candidate on a CPU context and check its absorb path against expand."""
+    from kernels_calib import correctness
     from kernels_calib.context import Ctx
     from kernels_calib.plan import make_plan
     from sim.catalog import load_model
 
-    _stand_in_flash_mla(monkeypatch)
     model = load_model("deepseek-v3")
     gen = torch.Generator().manual_seed(0)
     ctx = Ctx(plan=make_plan("cpu", True, 8), model=model, gen=gen, device_name="cpu")
-    kernel = mla_decode._flash_mla(ctx)
-    assert kernel is not None and kernel.impl == "flash_mla"
+    kernel = make_kernel(ctx)
+    assert kernel is not None and kernel.impl == impl
     m = model.mla_spec
     case = correctness.random_case(
-        batch=3, s_q=s_q, kv_len=100, heads=4, d_c=m.kv_lora_rank, d_s=m.qk_rope_head_dim,
-        d_k=m.qk_nope_head_dim, d_v=m.v_head_dim, gen=gen, device="cpu",
+        batch=batch, s_q=s_q, kv_len=kv_len, heads=4, d_c=m.kv_lora_rank,
+        d_s=m.qk_rope_head_dim, d_k=m.qk_nope_head_dim, d_v=m.v_head_dim, gen=gen, device="cpu",
     )  # fmt: skip
     result = correctness.check_absorb_kernel(case, kernel.core, torch.float32, 1e-4, "stand-in")
     assert result.ok, result.message
