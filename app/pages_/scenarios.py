@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 import yaml
 
-from app import components, export, results_view, runner
+from app import run_panel, runner
 from sim.io import expect
 from sim.io.namespace import ExpectError, build_namespace
 from sim.io.probes import ProbeError, compute_probes
@@ -71,40 +71,15 @@ def _summary(sc: Scenario) -> None:
 
 
 def _results(sc: Scenario, text: str) -> None:
-    ran: set[str] = st.session_state.setdefault("sc_ran", set())
-    digest = runner.content_hash(sc)
-    if st.button("Run", type="primary", key="sc_run"):
-        ran.add(digest)
-    if digest not in ran:
-        st.info("Press Run to simulate this scenario.")
+    outcome = run_panel.run_and_show(sc, "sc", "Press Run to simulate this scenario.")
+    if outcome is None:
         return
-    try:
-        outcome = runner.run(sc)
-    except Exception as exc:  # any failure of the run is shown in the page, never a traceback
-        components.show_error(exc, "The simulation could not run:")
-        return
-    st.caption(outcome.summary)
-    results_view.show(outcome.results, outcome.samples, key="sc")
     rows = expectation_rows(text, outcome.results)
     if rows:
         passed = sum(r["ok"] for r in rows)
         st.subheader(f"Expectations: {passed} of {len(rows)} hold")
         st.dataframe(rows, hide_index=True, key="sc_expect")
-    c1, c2 = st.columns(2)
-    c1.download_button(
-        "results JSON",
-        export.results_json(outcome.results),
-        file_name=f"{sc.name}.json",
-        mime="application/json",
-        key="sc_dl_json",
-    )
-    c2.download_button(
-        "results CSV",
-        export.results_csv(outcome.results),
-        file_name=f"{sc.name}.csv",
-        mime="text/csv",
-        key="sc_dl_csv",
-    )
+    run_panel.downloads(outcome.results, sc.name, "sc")
 
 
 def render() -> None:

@@ -19,7 +19,7 @@ from app import (
     export,
     inputs,
     memory_view,
-    results_view,
+    run_panel,
     runner,
     sweep,
 )
@@ -76,35 +76,10 @@ def _traffic() -> dict[str, Any]:
 
 
 def _run_and_show(scenario: Scenario) -> None:
-    ran: set[str] = st.session_state.setdefault("wi_ran", set())
-    digest = runner.content_hash(scenario)
-    if st.button("Run", type="primary", key="wi_run"):
-        ran.add(digest)
-    if digest not in ran:
-        st.info("Press Run to simulate these deployments (results are cached by scenario).")
-        return
-    try:
-        outcome = runner.run(scenario)
-    except Exception as exc:  # any failure of the run is shown in the page, never a traceback
-        components.show_error(exc, "The simulation could not run:")
-        return
-    st.caption(outcome.summary)
-    results_view.show(outcome.results, outcome.samples, key="wi")
-    c1, c2 = st.columns(2)
-    c1.download_button(
-        "results JSON",
-        export.results_json(outcome.results),
-        file_name=f"{scenario.name}.json",
-        mime="application/json",
-        key="wi_dl_json",
-    )
-    c2.download_button(
-        "results CSV",
-        export.results_csv(outcome.results),
-        file_name=f"{scenario.name}.csv",
-        mime="text/csv",
-        key="wi_dl_csv",
-    )
+    prompt = "Press Run to simulate these deployments (results are cached by scenario)."
+    outcome = run_panel.run_and_show(scenario, "wi", prompt)
+    if outcome is not None:
+        run_panel.downloads(outcome.results, scenario.name, "wi")
 
 
 def _sweep_section(scenario: Scenario) -> None:
