@@ -11,12 +11,11 @@ import math
 
 from sim.cost.batch import OpTime
 from sim.cost.experts import busiest_gpu_tokens
+from sim.cost.layer_ops import ACT
 from sim.cost.memory import WEIGHT_BYTES
 from sim.cost.pricing import ZERO, Pricer, combine
 from sim.specs.deployment import Deployment
 from sim.specs.model import ModelSpec
-
-ACT = 2.0  # BF16 activations
 
 
 def busiest_tokens(model: ModelSpec, d: Deployment, unit_tokens: float) -> float:
