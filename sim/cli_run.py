@@ -109,6 +109,14 @@ def run(
     trace_out: Annotated[
         Path | None, typer.Option("--trace", help="Write a Chrome/Perfetto trace of steps.")
     ] = None,
+    requests_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--requests",
+            help="Write one row per request (arrival, lengths, status, TTFT, TPOT, ...) as .csv "
+            "or .parquet.",
+        ),
+    ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option(
@@ -120,11 +128,20 @@ def run(
 ) -> None:
     """Simulate every deployment of a scenario and print them side by side."""
     console = output_console()
+    from sim.io.requests_io import FORMATS as REQUEST_FORMATS
+    from sim.io.requests_io import write_requests
     from sim.io.results_io import write_csv, write_json
     from sim.io.scenario_io import ScenarioError, load_scenario
     from sim.run import simulate_scenario, summarize_scenario
     from sim.search.overrides import OverrideError, apply_overrides, parse_assignment
 
+    if requests_out is not None and requests_out.suffix not in REQUEST_FORMATS:
+        console.print(
+            f"[red]--requests {escape(str(requests_out))}: the file must end in "
+            f"{' or '.join(REQUEST_FORMATS)}[/red]",
+            highlight=False,
+        )
+        raise typer.Exit(2)
     try:
         sc = load_scenario(scenario)
         sc = apply_overrides(sc, [parse_assignment(a) for a in set_ or []])
@@ -152,6 +169,13 @@ def run(
 
         write_trace(outputs, trace_out)
         console.print(f"wrote {trace_out}")
+    if requests_out is not None:
+        try:
+            write_requests(outputs, requests_out)
+        except ValueError as exc:  # Parquet without pyarrow
+            console.print(f"[red]{escape(str(exc))}[/red]", highlight=False)
+            raise typer.Exit(2) from None
+        console.print(f"wrote {requests_out}")
 
 
 def schema() -> None:
