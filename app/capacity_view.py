@@ -4,6 +4,7 @@ The search varies an open-loop arrival rate. A closed-loop page workload is sear
 arrivals with the same request lengths and prefix-cache hits, from a start rate the user sets;
 a trace cannot be searched. Reports are kept for the session by the searched scenario's content
 hash and the search options, so re-renders (or going back to earlier inputs) do not re-run.
+A PD pair is also sized pool by pool (`app.pd_capacity_view`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from app import charts, components, export, runner
+from app import charts, components, export, pd_capacity_view, runner
 from sim.search.backends import ProcessBackend
 from sim.search.capacity import (
     OPEN_LOOP,
@@ -134,7 +135,7 @@ def _figures(report: CapacityReport) -> None:
 
 
 def show(report: CapacityReport, searched: Scenario) -> None:
-    """The report: table, probe charts, downloads."""
+    """The report: table, PD pools sized apart (if any), probe charts, downloads."""
     st.dataframe(
         report_table(report),
         hide_index=True,
@@ -146,6 +147,7 @@ def show(report: CapacityReport, searched: Scenario) -> None:
             "note": st.column_config.TextColumn(width="large"),
         },
     )
+    pd_capacity_view.show(report)
     _figures(report)
     c1, c2 = st.columns(2)
     c1.download_button(
@@ -252,7 +254,8 @@ def render(scenario: Scenario) -> None:
         return
     data, wall_s = reports[key]
     report = CapacityReport.model_validate_json(data)
-    runs = sum(d.runs for d in report.deployments)
+    pools = [r for p in report.pd_pools for r in (p.prefill, p.decode)]
+    runs = sum(d.runs for d in (*report.deployments, *pools))
     each = "" if report.duration_s is None else f" of {report.duration_s:g} simulated s each"
     st.caption(f"{runs} simulations{each} took {wall_s:.1f} s.")
     show(report, searched)

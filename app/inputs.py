@@ -1,5 +1,8 @@
 """What-if inputs: workload, SLO, run length and deployments, turned into one `Scenario` dict.
 
+A deployment card is one serving unit (`Deployment`) or a PD pair (`PdDeployment`: a prefill
+pool's form, a decode pool's form and the KV link between them).
+
 Every widget's help text is the spec field's description, so the page explains the same fields
 the scenario YAML documents.
 """
@@ -11,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from app import components
-from sim.specs.deployment import Deployment
+from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import RunSpec, Slo
 from sim.specs.workload import ClosedWorkload, GammaWorkload, LognormalLength, PoissonWorkload
 
@@ -34,6 +37,15 @@ DEPLOYMENT_MAIN = [
     "eplb_redundant_experts",
     "chunked_prefill_tokens",
 ]
+# A card is one serving unit or a PD pair (prefill pool + decode pool, KV sent between them).
+LAYOUTS = ("one unit", "PD pair")
+LAYOUT_HELP = (
+    "One unit serves prefill and decode on the same GPUs; a PD pair runs a prefill pool and a "
+    "decode pool and moves each prompt's KV between them."
+)
+PD_POOLS = ("prefill", "decode")
+# A pool's name and role are set by the pair, so its form leaves them out.
+POOL_MAIN = [f for f in DEPLOYMENT_MAIN if f != "name"]
 
 
 def _help(spec: type, field: str) -> str | None:
@@ -129,14 +141,50 @@ def slo_and_run_form(slo: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]
     return {"slo": out_slo, "run": out_run}
 
 
-def deployment_cards(defaults: list[dict[str, Any]], count: int) -> list[Deployment | None]:
-    """`count` deployment forms side by side; None where a form does not validate."""
-    out: list[Deployment | None] = []
+def deployment_cards(
+    defaults: list[dict[str, Any]], count: int
+) -> list[Deployment | PdDeployment | None]:
+    """`count` deployment forms side by side, each one unit or a PD pair; None where a form does
+    not validate (the message is shown in the card)."""
+    out: list[Deployment | PdDeployment | None] = []
     for i, col in enumerate(st.columns(count)):
         base = defaults[i] if i < len(defaults) else {**defaults[-1], "name": f"dep{i + 1}"}
         with col:
             st.markdown(f"**Deployment {i + 1}**")
-            raw = components.spec_form(Deployment, base, f"dep{i}", main=DEPLOYMENT_MAIN)
-            dep = components.validated(Deployment, raw, f"Deployment {i + 1}")
-            out.append(dep if isinstance(dep, Deployment) else None)
+            layout = st.radio(
+                "layout", LAYOUTS, index=int("prefill" in base), horizontal=True,
+                key=f"dep{i}.layout", help=LAYOUT_HELP,
+            )  # fmt: skip
+            what = f"Deployment {i + 1}"
+            out.append(_unit(base, f"dep{i}", what) if layout == LAYOUTS[0] else _pd(base, i, what))
     return out
+
+
+def _unit(base: dict[str, Any], key: str, what: str) -> Deployment | None:
+    raw = components.spec_form(Deployment, base, key, main=DEPLOYMENT_MAIN)
+    dep = components.validated(Deployment, raw, what)
+    return dep if isinstance(dep, Deployment) else None
+
+
+def _pd(base: dict[str, Any], i: int, what: str) -> PdDeployment | None:
+    """A PD pair: its name, the KV link and one form per pool. Each pool starts from `base` (a
+    unit's layout, or the pool's own entry when `base` is a PD pair); the pair sets the roles."""
+    fields = PdDeployment.model_fields
+    name = st.text_input(
+        "pair name", base["name"] if "prefill" in base else f"{base['name']}_pd",
+        key=f"dep{i}.pd.name", help=fields["name"].description,
+    )  # fmt: skip
+    link = st.number_input(
+        "KV transfer GB/s", 0.0, 1e5, float(base.get("kv_transfer_gb_s") or 0.0), step=5.0,
+        key=f"dep{i}.pd.kv_transfer_gb_s",
+        help=f"{fields['kv_transfer_gb_s'].description} 0 = the GPU's NIC.",
+    )  # fmt: skip
+    raw: dict[str, Any] = {"name": name, "kv_transfer_gb_s": link or None}
+    for tab, pool in zip(st.tabs([f"{p} pool" for p in PD_POOLS]), PD_POOLS, strict=True):
+        with tab:
+            values = {**base.get(pool, base), "name": pool}
+            raw[pool] = components.spec_form(
+                Deployment, values, f"dep{i}.{pool}", main=POOL_MAIN, skip=("name", "role")
+            )
+    dep = components.validated(PdDeployment, raw, what)
+    return dep if isinstance(dep, PdDeployment) else None

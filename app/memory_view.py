@@ -1,4 +1,8 @@
-"""Per-GPU memory of each deployment, from `sim.cost.memory.plan_memory` (no simulation needed)."""
+"""Per-GPU memory of each deployment, from `sim.cost.memory.plan_memory` (no simulation needed).
+
+A PD pair's two pools have layouts of their own, so each gets its own bar, named
+`<pair>.prefill` and `<pair>.decode`.
+"""
 
 from __future__ import annotations
 
@@ -9,23 +13,34 @@ import streamlit as st
 
 from app import charts
 from sim.cost.memory import plan_memory
-from sim.specs import Deployment, GpuSpec, ModelSpec
+from sim.specs import Deployment, GpuSpec, ModelSpec, PdDeployment
 from sim.specs.gpu import GB
 
 
+def units(deployments: Sequence[Deployment | PdDeployment]) -> list[tuple[str, Deployment]]:
+    """(bar label, unit layout) of every deployment, one per pool of a PD pair."""
+    out: list[tuple[str, Deployment]] = []
+    for d in deployments:
+        if isinstance(d, PdDeployment):
+            out += [(f"{d.name}.prefill", d.prefill), (f"{d.name}.decode", d.decode)]
+        else:
+            out.append((d.name, d))
+    return out
+
+
 def memory_rows(
-    model: ModelSpec, gpu: GpuSpec, deployments: Sequence[Deployment]
+    model: ModelSpec, gpu: GpuSpec, deployments: Sequence[Deployment | PdDeployment]
 ) -> list[dict[str, Any]]:
     """GB per GPU by use, with duplicated KV split out (TP ranks store the latent once per GPU)."""
     rows = []
-    for d in deployments:
+    for name, d in units(deployments):
         plan = plan_memory(model, gpu, d, strict=False)
         pool = plan.kv_pool_bytes_per_gpu / GB
         unique = pool / plan.kv_dup_factor
         used = plan.weights_bytes_per_gpu / GB + plan.activation_reserve_bytes_per_gpu / GB + pool
         rows.append(
             {
-                "name": d.name,
+                "name": name,
                 "weights": plan.weights_bytes_per_gpu / GB,
                 "activations": plan.activation_reserve_bytes_per_gpu / GB,
                 "KV (unique)": unique,
@@ -40,7 +55,9 @@ def memory_rows(
     return rows
 
 
-def render_memory(model: ModelSpec, gpu: GpuSpec, deployments: Sequence[Deployment]) -> None:
+def render_memory(
+    model: ModelSpec, gpu: GpuSpec, deployments: Sequence[Deployment | PdDeployment]
+) -> None:
     """Stacked bars plus the facts that explain them (duplication factor, distinct capacity)."""
     rows = memory_rows(model, gpu, deployments)
     st.plotly_chart(charts.memory_bars(rows), key="mem_fig")

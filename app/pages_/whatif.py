@@ -1,7 +1,8 @@
 """What-if page: one model, GPU and workload; deployments side by side; run and compare.
 
 The page builds a `Scenario` from its widgets (the same spec `mlasim run` reads, and exports it
-as that YAML), shows per-GPU memory at once, and simulates on demand. A load sweep (throughput
+as that YAML), shows per-GPU memory at once, and simulates on demand. Each deployment is one
+serving unit or a PD pair (separate prefill and decode pools). A load sweep (throughput
 against offered load, points in parallel processes) and a capacity search (GPUs for a target
 rate, `app.capacity_view`) are separate buttons.
 """
