@@ -146,7 +146,7 @@ def _verdict(s: _Search, slo: Slo, tolerance: float) -> tuple[Status, str]:
             f"fewer than {MIN_REQUESTS} requests would arrive in the window below "
             f"{s.floor:.4g} req/s"
             if low / 2 < s.floor
-            else "or raise --max-runs to probe lower rates"
+            else "or allow more runs (--max-runs) to probe lower rates"
         )
         return "fails_at_lowest", (
             f"misses the SLO at every rate probed, down to {low:.4g} req/s "
@@ -155,13 +155,13 @@ def _verdict(s: _Search, slo: Slo, tolerance: float) -> tuple[Status, str]:
     if hi is None:
         return "no_failure", (
             f"meets the SLO at every rate probed, up to {lo:.4g} req/s: the maximum is at least "
-            "that (raise --max-runs to probe higher)"
+            "that (allow more runs, --max-runs, to probe higher)"
         )
     if hi / lo <= 1 + tolerance:
         return "converged", f"meets the SLO at {lo:.4g} req/s, misses it at {hi:.4g}"
     return "max_runs", (
         f"max runs reached before the tolerance: meets at {lo:.4g} req/s, misses at {hi:.4g} "
-        f"({hi / lo - 1:.0%} apart; raise --max-runs)"
+        f"({hi / lo - 1:.0%} apart; allow more runs, --max-runs)"
     )
 
 
