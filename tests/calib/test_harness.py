@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from pathlib import Path
@@ -215,3 +216,16 @@ def test_plan_command_prints_every_family(capsys: pytest.CaptureFixture[str]) ->
     for family in ("mla_decode", "mla_prefill", "gemm", "moe", "dsa", "elementwise", "comm"):
         assert family in out
     assert "total" in out and "points" in out
+
+
+def test_fp8_kv_decode_writes_no_table_without_a_real_fp8_kernel() -> None:
+    """A dequantise-then-BF16 stand-in would price FP8 KV slower than BF16: nothing is timed."""
+    model = load_model("deepseek-v3")
+    plan = make_plan("cpu", True, model.num_heads)
+    plan = dataclasses.replace(plan, kv_dtypes=("bf16", "fp8"), decode_s_q=(1,))
+    ctx = Ctx(plan=plan, model=model, gen=torch.Generator().manual_seed(0), device_name="cpu")
+    mla_decode.run(ctx)
+    kv = [t.key["kv_dtype"] for t in ctx.tables if t.op == "mla_decode"]
+    assert kv == ["bf16"]
+    assert any(n.startswith("mla_decode fp8: no fp8-KV decode kernel") for n in ctx.notes)
+    assert mla_decode.candidates(ctx, "fp8") == []
