@@ -13,7 +13,7 @@ from kernels_calib.plan import Plan
 from kernels_calib.timing import Timing, time_kernel
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import MlaSpec, ModelSpec
-from sim.specs.profile import CrossoverPoint, KeyValue, OpTable
+from sim.specs.profile import CrossoverPoint, Factor, KeyValue, OpTable
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 Row = tuple[tuple[float, ...], Timing | None]  # None: the point raised and was not timed
@@ -40,6 +40,7 @@ class Ctx:
     libraries: dict[str, str] = field(default_factory=dict)
     deadline: float | None = None  # time.perf_counter() value after which no point starts
     stop_reason: str | None = None  # set (e.g. by a signal handler) to stop at the next point
+    launch: Factor | None = None  # measured per-kernel launch cost (elementwise.measure_launch)
 
     @property
     def device(self) -> str:

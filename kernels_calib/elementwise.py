@@ -10,6 +10,12 @@ Stored as `elementwise` tables over (tokens, width) with width = 2 x hidden: op_
 (one BF16 read + one BF16 write of [tokens, width]) are then exactly the kernel's (x and residual
 read, both written), so the cost model prices every norm, RoPE, quant and activation kernel by
 its bytes from this one table (`sim.cost.elementwise`).
+
+The family also measures the per-kernel launch cost: chains of LAUNCH_CHAIN tiny in-place adds
+(one kernel each on every backend) back to back, one CUDA graph per chain on a GPU as decode
+steps replay them; the slope between the two chain lengths is the cost of one more kernel. It
+becomes the profile's `launch_overhead_us` (what a roofline-priced kernel pays on top of its
+bytes).
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ import torch.nn.functional as F
 from kernels_calib import correctness
 from kernels_calib.context import Ctx, Row
 from kernels_calib.timing import rotation_sets
+from sim.specs.profile import Factor
 
 EPS = 1e-6  # DeepSeek-V3's rms_norm_eps
+LAUNCH_CHAIN = (1, 33)  # kernels per timed call; the slope between the two is one kernel's cost
+LAUNCH_HIDDEN = 256  # a tiny kernel: one token of this width moves 1 KB
 BF16_BOUND = 1e-2
 
 # (x, residual, weight) -> normalised output; the residual is updated in place
@@ -99,7 +108,52 @@ def checked_kernel(ctx: Ctx) -> NormKernel | None:
 
 
 def count(ctx: Ctx) -> int:
-    return len(ctx.plan.elementwise_tokens) * len(ctx.plan.elementwise_hidden)
+    return len(ctx.plan.elementwise_tokens) * len(ctx.plan.elementwise_hidden) + len(LAUNCH_CHAIN)
+
+
+def _adds(n: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    def run(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        for _ in range(n):
+            x.add_(y)  # one elementwise kernel per call on every backend
+        return x
+
+    return run
+
+
+def measure_launch(ctx: Ctx) -> None:
+    """Per-kernel cost of back-to-back tiny kernels: the slope of chain time over chain length.
+
+    Sets `ctx.launch` (and notes the times); leaves it None when a chain fails its check or
+    could not be timed.
+    """
+    lo, hi = LAUNCH_CHAIN
+    x, y = ctx.randn(1, LAUNCH_HIDDEN, dtype=torch.float32), ctx.randn(1, LAUNCH_HIDDEN)
+    got = _adds(hi)(x.clone(), y.float())
+    check = correctness.compare(
+        got.double(), x.double() + hi * y.double(), 1e-5, f"elementwise launch: {hi} adds"
+    )
+    ctx.notes.append(check.message)
+    medians: list[float] = []
+    for n in LAUNCH_CHAIN:
+        ctx.advance(f"elementwise launch: {n} in-place adds back to back, 1 x {LAUNCH_HIDDEN}")
+        if not check.ok:
+            continue
+        pair = (ctx.randn(1, LAUNCH_HIDDEN), ctx.randn(1, LAUNCH_HIDDEN))
+        t = ctx.time_rotating(_adds(n), [pair])
+        if t is not None:
+            medians.append(t.p50_us)
+    if len(medians) != len(LAUNCH_CHAIN):
+        ctx.notes.append("elementwise launch: a chain was not timed; launch cost not measured")
+        return
+    t_lo, t_hi = medians
+    per_kernel = max((t_hi - t_lo) / (hi - lo), 0.0)
+    graphed = "one CUDA graph per chain" if ctx.device == "cuda" else "eager"
+    ctx.launch = Factor(
+        value=per_kernel,
+        source=f"measured: ({t_hi:.2f} - {t_lo:.2f}) us / ({hi} - {lo}) kernels, chains of "
+        f"in-place BF16 adds of 1 x {LAUNCH_HIDDEN} ({graphed}) on {ctx.device_name}",
+    )
+    ctx.notes.append(f"elementwise launch: {per_kernel:.2f} us per kernel ({ctx.launch.source})")
 
 
 def run(ctx: Ctx) -> None:
@@ -121,3 +175,4 @@ def run(ctx: Ctx) -> None:
             rows.append(((float(tokens), float(2 * hidden)), ctx.time_rotating(kernel.run, inputs)))
     if kernel is not None:
         ctx.add("elementwise", {}, ("tokens", "width"), rows, dtype="bf16", impl=kernel.impl)
+    measure_launch(ctx)

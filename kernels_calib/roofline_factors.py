@@ -5,7 +5,9 @@ The same rules serve the bundled profiles and a fresh calibration:
   compute-bound points of GEMM-like tables (gemm, bmm, moe_*), and of dense MLA tables (mla_*);
 - memory efficiency: best achieved/peak bandwidth over large memory-bound points of dense ops
   (grouped MoE GEMMs skip idle experts and DSA gathers rows, so their byte counts overstate);
-- launch overhead: smallest (latency - datasheet roofline) over all points;
+- launch overhead: the measured per-kernel time of back-to-back tiny kernels when the run timed
+  one (`elementwise.measure_launch`), else the smallest (latency - datasheet roofline) over all
+  points;
 - comm link efficiency: median achieved/link bandwidth over comm points.
 Points above the datasheet roofline (efficiency > 1, implausible) are left out and listed.
 """
@@ -62,8 +64,10 @@ def derive(
     what: str,
     fallback: RooflineFactors | None = None,
     fallback_what: str = "the fallback factors",
+    measured_launch: Factor | None = None,
 ) -> tuple[RooflineFactors, list[str]]:
-    """Factors from `tables` on `gpu`; a factor without data comes from `fallback`.
+    """Factors from `tables` on `gpu`; a factor without data comes from `fallback`. `launch`, a
+    `measured_launch`, a directly measured per-kernel launch cost, replaces the residual estimate.
 
     Returns the factors and notes (implausible points, factors taken from the fallback).
     Raises ValueError when a factor has neither data nor fallback.
@@ -83,7 +87,8 @@ def derive(
 
     gemm = median_compute(GEMM_LIKE, "GEMM")
     attention = median_compute(DENSE_MLA, "dense MLA attention")
-    memory = launch = link = None
+    memory = link = None
+    launch = measured_launch
     dense = [
         p
         for p in points
@@ -96,7 +101,7 @@ def derive(
             source=f"best achieved/peak bandwidth over {len(dense)} memory-bound dense points "
             f">= {LARGE_US:g} us of {what} on {gpu.name} ({top.label})",
         )
-    if points:
+    if launch is None and points:
         best = min(points, key=lambda p: p.residual_us)
         launch = Factor(
             value=max(best.residual_us, 0.0),

@@ -210,7 +210,12 @@ def calibrate(
     ctx.notes += [f"{family}: not requested (--ops)" for family in FAMILIES if family not in ops]
     fallback = load_profile(f"{gpu}-roofline").roofline
     factors, factor_notes = derive(
-        ctx.tables, load_gpu(gpu), f"this {device} calibration", fallback, f"{gpu}-roofline"
+        ctx.tables,
+        load_gpu(gpu),
+        f"this {device} calibration",
+        fallback,
+        f"{gpu}-roofline",
+        measured_launch=ctx.launch,
     )
     libraries = {**info.libraries, **ctx.libraries}
     return Profile(

@@ -11,6 +11,7 @@ from kernels_calib import elementwise
 from kernels_calib.context import Ctx
 from kernels_calib.plan import make_plan
 from kernels_calib.runner import calibrate
+from kernels_calib.timing import Timing
 from sim.catalog import load_gpu, load_model
 from sim.cost import elementwise as ew
 from sim.cost.calibrated import CalibratedCost
@@ -98,3 +99,47 @@ def test_cuda_grids_cover_decode_to_long_prefill_and_the_model_widths(quick: boo
     assert min(widths) == 512 and max(widths) == 2 * 7168
     assert min(plan.elementwise_tokens) == 1 and max(plan.elementwise_tokens) == 16384
     assert len(plan.elementwise_tokens) * len(plan.elementwise_hidden) <= 40
+
+
+def _cpu_ctx() -> Ctx:
+    model = load_model("deepseek-v3")
+    return Ctx(
+        plan=make_plan("cpu", True, model.num_heads),
+        model=model,
+        gen=torch.Generator().manual_seed(0),
+        device_name="cpu",
+    )
+
+
+def test_launch_cost_is_the_slope_of_kernel_chains(
+    profile: Profile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    launch = profile.roofline.launch_overhead_us  # a real CPU run
+    assert launch.source.startswith("measured: (") and "in-place BF16 adds" in launch.source
+    assert launch.value >= 0
+    lo, hi = elementwise.LAUNCH_CHAIN
+    ctx = _cpu_ctx()
+    chains: list[int] = []
+
+    def fake_time(f: object, inputs: list[tuple[torch.Tensor, torch.Tensor]]) -> Timing:
+        x, y = (t.clone() for t in inputs[0])
+        n = round(float(((f(x, y) - inputs[0][0]) / inputs[0][1]).float().mean()))  # type: ignore[operator]
+        chains.append(n)
+        return Timing(0.0, 10.0 + 2.0 * n, 0.0, 5, False)  # 2 us per kernel
+
+    monkeypatch.setattr(ctx, "time_rotating", fake_time)
+    elementwise.measure_launch(ctx)
+    assert chains == [lo, hi]
+    assert ctx.launch is not None and ctx.launch.value == pytest.approx(2.0)
+
+
+def test_launch_chain_failing_its_check_leaves_the_residual_estimate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(elementwise, "_adds", lambda n: lambda x, y: x)  # skips the adds
+    ctx = _cpu_ctx()
+    elementwise.measure_launch(ctx)
+    assert ctx.launch is None
+    assert ctx.notes[0].startswith("elementwise launch: 33 adds: relative error")
+    assert ctx.notes[0].endswith("FAILED")
+    assert ctx.notes[-1] == "elementwise launch: a chain was not timed; launch cost not measured"

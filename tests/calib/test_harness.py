@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels_calib import cli, crossover, mla_decode
+from kernels_calib import cli, crossover, elementwise, mla_decode
 from kernels_calib.context import Ctx
 from kernels_calib.plan import make_plan
 from kernels_calib.runner import calibrate, detect_gpu
@@ -205,6 +205,8 @@ def test_the_plan_counts_what_a_run_times(quick_profile: Path) -> None:
     planned = planned_points("cpu", quick=True)
     profile = load_profile(str(quick_profile))
     timed = sum(len(t.points) for t in profile.tables)
+    assert profile.roofline.launch_overhead_us.source.startswith("measured")
+    timed += len(elementwise.LAUNCH_CHAIN)  # the launch chains are timed but not tabled
     assert sum(n for f, n in planned.items() if f != "comm") == timed  # no GPUs: no collectives
     cuda, cuda_quick = planned_points("cuda", quick=False), planned_points("cuda", quick=True)
     assert all(cuda_quick[f] <= cuda[f] for f in cuda) and sum(cuda.values()) > 400
