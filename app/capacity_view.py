@@ -18,16 +18,17 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, components, export, pd_capacity_view, runner
-from sim.search.backends import ProcessBackend
-from sim.search.capacity import (
+from app.units import ms
+from sim.api import (
     OPEN_LOOP,
     CapacityError,
+    CapacityReport,
     ProbeFn,
+    ProcessBackend,
     capacity_search,
+    load_of,
     search_count,
 )
-from sim.search.capacity_report import CapacityReport
-from sim.search.load import load_of
 from sim.specs.scenario import Scenario
 from sim.specs.workload import PoissonWorkload
 
@@ -83,10 +84,6 @@ def search(
         )  # fmt: skip
 
 
-def _ms(x: float | None) -> float | None:
-    return None if x is None else x * 1e3
-
-
 def report_table(report: CapacityReport) -> pd.DataFrame:
     """One row per deployment, the columns of `mlasim capacity` plus the note."""
     ttft, tpot = _latency_columns(report)
@@ -97,8 +94,8 @@ def report_table(report: CapacityReport) -> pd.DataFrame:
                 "deployment": d.deployment,
                 "max req/s": d.max_rate_req_s,
                 "tok/s/GPU": d.output_tok_s_per_gpu,
-                ttft: _ms(d.ttft_s),
-                tpot: _ms(d.tpot_s),
+                ttft: ms(d.ttft_s),
+                tpot: ms(d.tpot_s),
                 "GPUs each": d.gpus_per_deployment,
                 "replicas": d.replicas,
                 gpus: d.gpus,
@@ -125,7 +122,7 @@ def _figures(report: CapacityReport) -> None:
         (cols[1], "TTFT", "ttft_s", slo.ttft_s),
     ):
         probes = {
-            d.deployment: [(p.rate_req_s, _ms(getattr(p, attr)), p.meets_slo) for p in d.probes]
+            d.deployment: [(p.rate_req_s, ms(getattr(p, attr)), p.meets_slo) for p in d.probes]
             for d in report.deployments
         }
         fig = charts.capacity_probes(probes, metric=f"{metric} {pct}", slo_ms=target_s * 1e3)

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
-from sim.cost.intensity import IntensityRow
+from sim.api import IntensityRow
 
 FAMILY_COLOURS = {"MHA": "#9aa0a6", "GQA": "#1f77b4", "MQA": "#2ca02c", "MLA": "#d62728"}
 MEMORY_COLOURS = {
@@ -197,7 +197,8 @@ def throughput_vs_load(
 def step_breakdown(
     breakdown: Mapping[str, Mapping[str, float]], sources: Mapping[str, str]
 ) -> go.Figure:
-    """Stacked bar per deployment of seconds per op; hover shows each op's source."""
+    """Stacked bar per deployment of seconds per op; each op's legend entry carries its label
+    from `sources` (where its time came from, e.g. "published, extrapolated")."""
     fig = go.Figure()
     ops = list(dict.fromkeys(op for ops_ in breakdown.values() for op in ops_))
     names = list(breakdown)

@@ -19,8 +19,7 @@ import streamlit as st
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from sim.catalog import CatalogError, gpu_names, load_gpu, load_model, model_names
-from sim.cost.dispatch import policy_names
+from sim.api import CatalogError, gpu_names, load_gpu, load_model, model_names, policy_names
 from sim.specs import GpuSpec, ModelSpec
 
 UPLOAD = "upload config.json"

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from typing import Any
 
 import yaml
 
-from sim.io.results_io import csv_rows, results_dict
-from sim.metrics import Results
+from sim.api import Results, csv_text, results_dict
 from sim.specs.scenario import Scenario
 
 
@@ -54,14 +51,5 @@ def results_json(results: Results) -> str:
 
 
 def results_csv(results: Results) -> str:
-    """One row per deployment, the same columns `mlasim run --csv` writes."""
-    rows = csv_rows(results)
-    columns: list[str] = []
-    for row in rows:
-        columns += [k for k in row if k not in columns]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns)  # same dialect as `mlasim run --csv`
-    w.writeheader()
-    for row in rows:
-        w.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})
-    return buf.getvalue()
+    """One row per deployment: the file `mlasim run --csv` writes."""
+    return csv_text(results)

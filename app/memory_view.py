@@ -1,4 +1,4 @@
-"""Per-GPU memory of each deployment, from `sim.cost.memory.plan_memory` (no simulation needed).
+"""Per-GPU memory of each deployment, from `plan_memory` (no simulation needed).
 
 A PD pair's two pools have layouts of their own, so each gets its own bar, named
 `<pair>.prefill` and `<pair>.decode`.
@@ -12,7 +12,7 @@ from typing import Any
 import streamlit as st
 
 from app import charts
-from sim.cost.memory import plan_memory
+from sim.api import plan_memory
 from sim.specs import Deployment, GpuSpec, ModelSpec, PdDeployment
 from sim.specs.gpu import GB
 
@@ -28,6 +28,15 @@ def units(deployments: Sequence[Deployment | PdDeployment]) -> list[tuple[str, D
     return out
 
 
+def fit_problem(model: ModelSpec, gpu: GpuSpec, d: Deployment) -> str | None:
+    """Why `d` does not fit `gpu` (the simulator's own check, with its fix), or None if it fits."""
+    try:
+        plan_memory(model, gpu, d)  # strict: raises when the minimum KV does not fit
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def memory_rows(
     model: ModelSpec, gpu: GpuSpec, deployments: Sequence[Deployment | PdDeployment]
 ) -> list[dict[str, Any]]:
@@ -35,6 +44,7 @@ def memory_rows(
     rows = []
     for name, d in units(deployments):
         plan = plan_memory(model, gpu, d, strict=False)
+        problem = fit_problem(model, gpu, d)
         pool = plan.kv_pool_bytes_per_gpu / GB
         unique = pool / plan.kv_dup_factor
         used = plan.weights_bytes_per_gpu / GB + plan.activation_reserve_bytes_per_gpu / GB + pool
@@ -49,7 +59,8 @@ def memory_rows(
                 "kv_dup_factor": plan.kv_dup_factor,
                 "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
                 "kv_capacity_tokens_total": plan.kv_capacity_tokens_total,
-                "fits": plan.kv_capacity_tokens_per_gpu >= d.chunked_prefill_tokens,
+                "fits": problem is None,
+                "problem": problem,
             }
         )
     return rows
@@ -76,7 +87,6 @@ def render_memory(
         key="mem_table",
     )
     for r in rows:
-        if not r["fits"]:
-            st.warning(
-                f"{r['name']}: weights leave no room for one prefill chunk of KV on {gpu.name}."
-            )
+        if r["problem"]:  # name the bar unless the message already does
+            named = repr(r["name"]) in r["problem"]
+            st.warning(r["problem"] if named else f"{r['name']}: {r['problem']}")

@@ -13,11 +13,8 @@ import math
 import pandas as pd
 import streamlit as st
 
-from sim.search.capacity_report import CapacityReport, CapacityResult, PdPoolsResult
-
-
-def _ms(x: float | None) -> float | None:
-    return None if x is None else x * 1e3
+from app.units import ms
+from sim.api import CapacityReport, CapacityResult, PdPoolsResult
 
 
 def ratio(prefill_gpus: int | None, decode_gpus: int | None) -> str | None:
@@ -33,20 +30,20 @@ def _row(pd_: PdPoolsResult, whole: CapacityResult, pct: str) -> dict[str, objec
     return {
         "deployment": pd_.deployment,
         "prefill max req/s": p.max_rate_req_s,
-        f"prefill TTFT {pct} ms": _ms(p.ttft_s),
+        f"prefill TTFT {pct} ms": ms(p.ttft_s),
         "prefill units": p.replicas,
         "prefill GPUs each unit": p.gpus_per_deployment,
         "prefill GPUs": p.gpus,
         "decode max req/s": d.max_rate_req_s,
-        f"decode TPOT {pct} ms": _ms(d.tpot_s),
+        f"decode TPOT {pct} ms": ms(d.tpot_s),
         "decode units": d.replicas,
         "decode GPUs each unit": d.gpus_per_deployment,
         "decode GPUs": d.gpus,
         "prefill : decode GPUs": ratio(p.gpus, d.gpus),
         "GPUs (pools sized apart)": pd_.gpus,
         "GPUs (whole pairs)": whole.gpus,
-        "prefill TTFT budget ms": _ms(pd_.prefill_ttft_budget_s),
-        "KV transfer ms": _ms(pd_.kv_transfer_s),
+        "prefill TTFT budget ms": ms(pd_.prefill_ttft_budget_s),
+        "KV transfer ms": ms(pd_.kv_transfer_s),
         "runs": p.runs + d.runs,
         "status": f"{p.status} / {d.status}",
     }

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app import charts
-from sim.metrics import DeploymentResults, Results
+from app.units import ms
+from sim.api import DeploymentResults, Results
 
 
 @dataclass(frozen=True)
@@ -26,26 +27,16 @@ class Card:
 CARDS = (
     Card("out tok/s/GPU", lambda d: d.output_tok_s_per_gpu, "{:,.0f}", True,
          "Generated tokens per second per GPU over the measurement window."),
-    Card("TTFT p90 ms", lambda d: _ms(d.ttft_s.p90), "{:,.0f}", False, "Time to first token."),
-    Card("TPOT p90 ms", lambda d: _ms(d.tpot_s.p90), "{:,.1f}", False,
+    Card("TTFT p90 ms", lambda d: ms(d.ttft_s.p90), "{:,.0f}", False, "Time to first token."),
+    Card("TPOT p90 ms", lambda d: ms(d.tpot_s.p90), "{:,.1f}", False,
          "Time per output token after the first."),
     Card("goodput req/s", lambda d: d.goodput_req_s, "{:,.2f}", True,
          "Completed requests per second that met both SLO targets."),
-    Card("KV tokens (distinct)", lambda d: distinct_kv_tokens(d), "{:,.0f}", True,
+    Card("KV tokens (distinct)", lambda d: d.kv_capacity_tokens_total, "{:,.0f}", True,
          "Distinct tokens the deployment can cache: per attention rank x ranks x replicas."),
     Card("KV dup factor", lambda d: d.kv_dup_factor, "{:,.0f}", False,
          "Copies of each cached token inside one attention rank (= attention TP for MLA)."),
 )  # fmt: skip
-
-
-def distinct_kv_tokens(d: DeploymentResults) -> int:
-    """Tokens the serving pool can hold without counting TP copies twice."""
-    pool = d.pools[-1]  # the decode pool of a PD pair; the only pool otherwise
-    return d.kv_capacity_tokens_per_rank * pool.ranks_per_unit * pool.units
-
-
-def _ms(x: float | None) -> float | None:
-    return None if x is None else x * 1e3
 
 
 def card_values(results: Results) -> list[dict[str, float | None]]:
@@ -86,14 +77,27 @@ def latency_cdfs(samples: Mapping[str, Mapping[str, Sequence[float]]], key: str)
     st.plotly_chart(charts.latency_cdf(per_dep, metric=metric), key=f"{key}_cdf")
 
 
-def breakdown(results: Results, key: str) -> None:
-    """Mean step time by op; each op's legend names where its time came from."""
-    per_dep = {d.name: d.step_breakdown_s for d in results.deployments}
+def op_sources(results: Results) -> dict[str, str]:
+    """Each op's legend label: where its time came from ("mixed" when deployments differ), and
+    ", extrapolated" when it was estimated outside a measured grid or from another GPU's table
+    (naming the deployments when only some were)."""
     sources: dict[str, str] = {}
     for d in results.deployments:
         for op, src in d.step_sources.items():
             sources[op] = src if sources.get(op, src) == src else "mixed"
-    st.plotly_chart(charts.step_breakdown(per_dep, sources), key=f"{key}_breakdown")
+    for op in sources:
+        having = [d for d in results.deployments if op in d.step_sources]
+        extra = [d.name for d in having if op in d.extrapolated_ops]
+        if extra:
+            where = "" if len(extra) == len(having) else f" in {', '.join(extra)}"
+            sources[op] += f", extrapolated{where}"
+    return sources
+
+
+def breakdown(results: Results, key: str) -> None:
+    """Mean step time by op; each op's legend names where its time came from."""
+    per_dep = {d.name: d.step_breakdown_s for d in results.deployments}
+    st.plotly_chart(charts.step_breakdown(per_dep, op_sources(results)), key=f"{key}_breakdown")
 
 
 def imbalance(results: Results, key: str) -> None:
@@ -114,7 +118,7 @@ def details_table(results: Results) -> None:
             {
                 "deployment": d.name,
                 "GPUs": d.gpus,
-                "step ms": _ms(d.step_time_s),
+                "step ms": ms(d.step_time_s),
                 "decode batch/rank": d.decode_batch_per_rank,
                 "KV util": d.kv_utilisation,
                 "MTP accept len": d.mtp_accept_len,

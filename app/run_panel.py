@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import components, export, results_view, runner
-from sim.metrics import Results
+from sim.api import Results
 from sim.specs.scenario import Scenario
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import streamlit as st
 
 from app import workers
-from sim.metrics import Results
+from sim.api import Results
 from sim.specs.scenario import Scenario
 
 POLL_S = 0.1

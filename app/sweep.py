@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
-from sim.search.backends import ProcessBackend
-from sim.search.load import DEFAULT_FACTORS, load_of, run_load_sweep
-from sim.search.load import load_points as sweep_scenarios
+from sim.api import DEFAULT_FACTORS, ProcessBackend, load_of, run_load_sweep
+from sim.api import load_points as sweep_scenarios
 from sim.specs.scenario import Scenario
 
 __all__ = ["DEFAULT_FACTORS", "load_of", "run_sweep", "sweep_scenarios"]

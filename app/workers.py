@@ -15,9 +15,16 @@ from dataclasses import dataclass
 from multiprocessing.managers import SyncManager
 from typing import Any
 
-import numpy as np
-
-from sim.engine import Phase, SimOutput
+from sim.api import (
+    SimOutput,
+    gpu_names,
+    load_gpu,
+    load_model,
+    model_names,
+    request_latencies,
+    simulate_scenario,
+    summarize_scenario,
+)
 from sim.specs.scenario import Scenario
 
 
@@ -46,13 +53,8 @@ def start(workers: int | None = None) -> Workers:
 
 
 def warm_up() -> None:
-    """Import the simulator and read the catalog in a fresh worker, so the first real run does
-    not pay for it."""
-    import sim.catalog.profiles
-    import sim.cost.serving
-    import sim.run  # noqa: F401
-    from sim.catalog import gpu_names, load_gpu, load_model, model_names
-
+    """Read the catalog in a fresh worker (importing this module imported the simulator), so
+    the first real run does not pay for it."""
     for name in model_names():
         load_model(name)
     for name in gpu_names():
@@ -60,27 +62,14 @@ def warm_up() -> None:
 
 
 def latency_samples(out: SimOutput) -> dict[str, list[float]]:
-    """Per-request TTFT, TPOT and E2E of requests that arrived after warm-up and completed.
-
-    Same definitions as `sim.metrics.summarize` (which reports only their percentiles).
-    """
-    t, n = out.table, out.table.size
-    arrival, first, finish = t.arrival_s[:n], t.first_token_s[:n], t.finish_s[:n]
-    out_len = t.output_tokens[:n]
-    done = (arrival >= out.warmup_s) & (t.phase[:n] == Phase.DONE)
-    multi = done & (out_len > 1)
-    return {
-        "TTFT": (first - arrival)[done].tolist(),
-        "TPOT": ((finish - first) / np.maximum(out_len - 1, 1))[multi].tolist(),
-        "E2E": (finish - arrival)[done].tolist(),
-    }
+    """Per-request TTFT, TPOT and E2E of requests that arrived after warm-up and completed:
+    the samples `sim.metrics.summarize` reports the percentiles of."""
+    return {k: v.tolist() for k, v in request_latencies(out).samples().items()}
 
 
 def simulate(scenario_json: str, progress: Any = None) -> dict[str, Any]:
     """Results (JSON contract) and per-request latencies of a scenario; `progress`, if given, is
     a queue that receives (deployment name, fraction of simulated time done)."""
-    from sim.run import simulate_scenario, summarize_scenario
-
     start_s = time.perf_counter()
     scenario = Scenario.model_validate_json(scenario_json)
     tick = None if progress is None else (lambda name, f: progress.put((name, f)))

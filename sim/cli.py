@@ -11,9 +11,9 @@ from rich.console import Console
 
 from sim import cli_physics
 from sim.cli_catalog import register as register_catalog
+from sim.cli_check import register as register_check
 from sim.cli_run import register as register_run
 from sim.cli_search import register as register_search
-from sim.io.check import register as register_check
 
 app = typer.Typer(
     name="mlasim",

@@ -12,10 +12,16 @@ from typing import Any
 import streamlit as st
 
 from app import charts, components
-from sim.catalog import CatalogError, gpu_names, load_gpu
-from sim.catalog.profiles import load_profile, parse_profile, profile_names
-from sim.cost import mla
-from sim.cost.roofline import roofline_seconds
+from sim.api import (
+    CatalogError,
+    gpu_names,
+    load_gpu,
+    load_profile,
+    mla,
+    parse_profile,
+    profile_names,
+    roofline_seconds,
+)
 from sim.specs import GpuSpec
 from sim.specs.profile import COMM_OPS, OpTable, Profile
 

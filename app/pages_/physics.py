@@ -13,10 +13,14 @@ import numpy as np
 import streamlit as st
 
 from app import charts, components
-from sim.cost import mla
-from sim.cost.batch import BatchShape
-from sim.cost.intensity import IntensityRow, family_table, model_decode_intensity
-from sim.cost.serving import ServingCostModel
+from sim.api import (
+    BatchShape,
+    IntensityRow,
+    ServingCostModel,
+    family_table,
+    mla,
+    model_decode_intensity,
+)
 from sim.specs import Deployment, GpuSpec, ModelSpec
 
 GFLOP = 1e9

@@ -14,12 +14,17 @@ import streamlit as st
 import yaml
 
 from app import run_panel, runner
-from sim.io import expect
-from sim.io.namespace import ExpectError, build_namespace
-from sim.io.probes import ProbeError, compute_probes
-from sim.io.results_io import results_dict
-from sim.io.scenario_io import ScenarioError, parse_scenario
-from sim.metrics import Results
+from sim.api import (
+    ExpectError,
+    ProbeError,
+    Results,
+    ScenarioError,
+    build_namespace,
+    compute_probes,
+    expect,
+    parse_scenario,
+    results_dict,
+)
 from sim.specs.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,8 +24,7 @@ from app import (
     runner,
     sweep,
 )
-from sim.catalog import load_gpu, load_model
-from sim.catalog.profiles import profile_names
+from sim.api import load_gpu, load_model, profile_names
 from sim.specs.scenario import Scenario
 
 ROOFLINE = "roofline (GPU datasheet)"

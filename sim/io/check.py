@@ -1,4 +1,4 @@
-"""`mlasim check`: run scenario files, evaluate their `expect:` lines, compare golden summaries.
+"""Checking scenario files: run them, evaluate their `expect:` lines, compare golden summaries.
 
 A scenario file may carry, next to what the simulator reads, three check blocks:
 - `expect:` a list of boolean expressions over the results (see `sim.io.expect`);
@@ -7,7 +7,9 @@ A scenario file may carry, next to what the simulator reads, three check blocks:
 
 `check_paths` finds every scenario under the given paths (YAML mappings with `deployments`,
 `model` or `workload` at the top; other files are listed as skipped), runs them in parallel
-processes, and returns a `CheckReport`. Nothing is written unless `update_golden` is set.
+processes with the `Runner` it is given (the `mlasim check` command, `sim.cli_check`, passes one
+that simulates; tests pass fakes), and returns a `CheckReport`. Nothing is written unless
+`update_golden` is set.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import ValidationError
@@ -28,9 +30,6 @@ from sim.io import expect, golden
 from sim.io.namespace import ExpectError, build_namespace, format_value
 from sim.io.probes import ProbeError, compute_probes
 from sim.io.yaml_where import load_yaml, where
-
-if TYPE_CHECKING:
-    import typer
 
 SCENARIO_KEYS = ("deployments", "model", "workload")
 
@@ -217,23 +216,18 @@ def _tol_matches(key: str, metric: str) -> bool:
     return key == metric or metric.split(".", 1)[-1] == key
 
 
-def default_runner(path: Path, text: str) -> Mapping[str, Any]:
-    """Validate the scenario (errors name file, line and field) and run it."""
-    from sim.io.results_io import results_dict
-    from sim.io.scenario_io import parse_scenario
-    from sim.run import run_scenario
-
-    return results_dict(run_scenario(parse_scenario(text, path)))
-
-
 def check_paths(
     paths: Iterable[Path | str],
     *,
     jobs: int | None = None,
     update_golden: bool = False,
-    runner: Runner = default_runner,
+    runner: Runner,
 ) -> CheckReport:
-    """Check every scenario under `paths`, `jobs` at a time (default: all cores)."""
+    """Check every scenario under `paths`, `jobs` at a time (default: all cores).
+
+    `runner(path, text)` turns one scenario file into its results JSON dict; with `jobs` > 1 it
+    runs in worker processes, so it must be a module-level function (picklable).
+    """
     files, skipped = discover(Path(p) for p in paths)
     workers = max(1, min(jobs or os.cpu_count() or 1, len(files) or 1))
     job = partial(run_one, runner=runner, update_golden=update_golden)
@@ -255,10 +249,3 @@ def check_paths(
         update_golden=update_golden,
         updated=tuple(updated),
     )
-
-
-def register(app: typer.Typer) -> None:
-    """Add the `check` command to the `mlasim` CLI (the command lives in `sim.io.check_cli`)."""
-    from sim.io.check_cli import register as register_cli
-
-    register_cli(app)

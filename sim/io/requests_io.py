@@ -1,11 +1,13 @@
 """Per-request records of a run: one row per arrived request, as CSV or Parquet.
 
-The summary's percentiles come from these rows (`sim.metrics.summary`), so a user can rebuild
-them, or any other statistic, in their own tools. The first four columns are the trace format's
-(`arrival_s,input_tokens,output_tokens,cached_tokens`, `sim.io.workload_csv`): selecting them
-turns a run's requests back into a replayable trace. Times are seconds; a time a request has not
-reached yet (no first token, not finished) is empty in CSV and null in Parquet. `after_warmup`
-marks the rows the summary's latency statistics use.
+The latency columns (`ttft_s`, `tpot_s`, `e2e_s`) and `after_warmup` come from
+`sim.metrics.request_latencies`, the computation the summary's percentiles and goodput use: the
+summary's latency statistics are over the rows with status `done` and `after_warmup` true, so a
+user can rebuild them, or any other statistic, in their own tools. The first four columns are
+the trace format's (`arrival_s,input_tokens,output_tokens,cached_tokens`,
+`sim.io.workload_csv`): selecting them turns a run's requests back into a replayable trace.
+Times are seconds; a time a request has not reached yet (no first token, not finished) is empty
+in CSV and null in Parquet.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 
 from sim.engine import SimOutput
 from sim.engine.requests import Phase
+from sim.metrics.requests import request_latencies
 
 COLUMNS = (
     "arrival_s", "input_tokens", "output_tokens", "cached_tokens", "deployment", "request_id",
@@ -37,24 +40,21 @@ def request_columns(out: SimOutput) -> dict[str, np.ndarray]:
     decode pool's for a PD pair); -1 if it never reached one.
     """
     t, n = out.table, out.table.size
-    arrival, first, finish = t.arrival_s[:n], t.first_token_s[:n], t.finish_s[:n]
-    out_len = t.output_tokens[:n]
-    done = t.phase[:n] == Phase.DONE
-    tpot = np.where(done & (out_len > 1), (finish - first) / np.maximum(out_len - 1, 1), np.nan)
+    lat = request_latencies(out)
     return {
-        "arrival_s": arrival.copy(),
+        "arrival_s": t.arrival_s[:n].copy(),
         "input_tokens": t.input_tokens[:n].copy(),
-        "output_tokens": out_len.copy(),
+        "output_tokens": t.output_tokens[:n].copy(),
         "cached_tokens": t.cached_tokens[:n].copy(),
         "deployment": np.full(n, out.deployment.name, dtype=object),
         "request_id": np.arange(n, dtype=np.int64),
         "status": STATUS[t.phase[:n]].astype(object),
-        "after_warmup": arrival >= out.warmup_s,
-        "first_token_s": first.copy(),
-        "finish_s": finish.copy(),
-        "ttft_s": first - arrival,
-        "tpot_s": tpot,
-        "e2e_s": finish - arrival,
+        "after_warmup": lat.after_warmup,
+        "first_token_s": t.first_token_s[:n].copy(),
+        "finish_s": t.finish_s[:n].copy(),
+        "ttft_s": lat.ttft_s,
+        "tpot_s": lat.tpot_s,
+        "e2e_s": lat.e2e_s,
         "generated_tokens": t.generated[:n].copy(),
         "preemptions": t.preemptions[:n].copy(),
         "rank": t.rank[:n].copy(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -50,15 +51,23 @@ def csv_rows(results: Results) -> list[dict[str, Any]]:
     ]
 
 
-def write_csv(results: Results, path: str | Path) -> Path:
+def csv_text(results: Results) -> str:
+    """The CSV `mlasim run --csv` writes: a header of every column any row has, then one row per
+    deployment (None as an empty cell)."""
     rows = csv_rows(results)
     columns: list[str] = []
     for row in rows:
         columns += [k for k in row if k not in columns]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns)
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})
+    return buf.getvalue()
+
+
+def write_csv(results: Results, path: str | Path) -> Path:
     p = Path(path)
-    with p.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})
+    with p.open("w", newline="") as f:  # the csv module's own line endings, untranslated
+        f.write(csv_text(results))
     return p

@@ -1,5 +1,6 @@
 """From a simulated run to reported figures: `summarize()` -> `DeploymentResults` / `Results`."""
 
+from sim.metrics.requests import RequestLatencies, request_latencies
 from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut, Results
 from sim.metrics.stats import Percentiles
 from sim.metrics.summary import summarize
@@ -9,6 +10,8 @@ __all__ = [
     "Percentiles",
     "PoolResults",
     "RequestCountsOut",
+    "RequestLatencies",
     "Results",
+    "request_latencies",
     "summarize",
 ]

@@ -48,7 +48,9 @@ class PoolResults(Spec):
     kv_bytes_per_token_per_gpu: float | None = Field(description="Bytes a token takes per GPU.")
     step_breakdown_s: dict[str, float] = Field(description="Mean seconds per step, by op.")
     step_sources: dict[str, str] = Field(description="Source of each op's time.")
-    extrapolated_ops: list[str] = Field(description="Ops priced outside measured grids.")
+    extrapolated_ops: list[str] = Field(
+        description="Ops priced outside measured grids or from another GPU's tables; sorted."
+    )
     overlap_saved_s: float | None = Field(description="Mean seconds per step TBO saved.")
     mtp_accept_len: float | None = Field(description="Mean tokens per decode verify step.")
     preemptions: int = Field(description="Recompute preemptions in the whole run.")
@@ -92,6 +94,10 @@ class DeploymentResults(Spec):
     step_time_s: float | None = Field(description="Mean step duration, seconds.")
     step_breakdown_s: dict[str, float] = Field(description="Mean seconds per step, by op.")
     step_sources: dict[str, str] = Field(description="Source of each op's time.")
+    extrapolated_ops: list[str] = Field(
+        description="Ops whose time was estimated outside a measured grid, or from a table "
+        "measured on another GPU (held efficiency, scaled by roofline); sorted."
+    )
     mtp_accept_len: float | None = Field(description="Mean tokens per decode verify step.")
     preemptions: int = Field(description="Recompute preemptions in the window.")
     kv_transfer_s_mean: float | None = Field(description="PD: mean KV transfer time, seconds.")

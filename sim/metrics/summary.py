@@ -14,6 +14,7 @@ import numpy as np
 
 from sim.engine import Phase, SimOutput
 from sim.engine.pool import Pool
+from sim.metrics.requests import request_latencies
 from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut
 from sim.metrics.stats import percentiles, quantile, weighted_percentiles
 from sim.specs.deployment import PdDeployment
@@ -90,19 +91,29 @@ def _itl(out: SimOutput) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(vals), np.concatenate(weights)
 
 
+def _counts(out: SimOutput, mine: np.ndarray) -> RequestCountsOut:
+    phase = out.table.phase[: out.table.size]
+    ph = np.bincount(phase[mine], minlength=len(Phase))
+    return RequestCountsOut(
+        arrived=int(mine.sum()),
+        completed=int(ph[Phase.DONE]),
+        running=int(ph[Phase.PREFILL] + ph[Phase.DECODE] + ph[Phase.TRANSFER]),
+        queued=int(ph[Phase.QUEUED]),
+        rejected=int(ph[Phase.REJECTED]),
+    )
+
+
 def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
     t, n = out.table, out.table.size
     lo, hi = out.warmup_s, out.end_s
     window = max(hi - lo, 1e-12)
-    arrival, first, finish = t.arrival_s[:n], t.first_token_s[:n], t.finish_s[:n]
-    out_len, in_len, phase = t.output_tokens[:n], t.input_tokens[:n], t.phase[:n]
-    mine = arrival >= lo
-    done = mine & (phase == Phase.DONE)
-    ttft = (first - arrival)[done]
-    multi = done & (out_len > 1)
-    tpot = ((finish - first) / np.maximum(out_len - 1, 1))[multi]
-    e2e = (finish - arrival)[done]
-    tpot_all = np.where(out_len > 1, (finish - first) / np.maximum(out_len - 1, 1), 0.0)[done]
+    first, finish, in_len = t.first_token_s[:n], t.finish_s[:n], t.input_tokens[:n]
+    lat = request_latencies(out)
+    m = lat.measured
+    samples = lat.samples()
+    ttft, tpot, e2e = samples["TTFT"], samples["TPOT"], samples["E2E"]
+    # goodput: a one-token output has no TPOT, so only its TTFT is held to the SLO
+    tpot_all = np.nan_to_num(lat.tpot_s[m], nan=0.0)
     good = (ttft <= slo.ttft_s) & (tpot_all <= slo.tpot_s)
     emitted = 0
     for pool in out.cluster.pools:
@@ -111,14 +122,7 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         emitted += int(log.column("output_tokens")[ends >= lo].sum())
     prefilled = (first >= lo) & (first <= hi)
     input_tok_s = float(in_len[prefilled].sum()) / window
-    ph = np.bincount(phase[mine], minlength=len(Phase))
-    counts = RequestCountsOut(
-        arrived=int(mine.sum()),
-        completed=int(ph[Phase.DONE]),
-        running=int(ph[Phase.PREFILL] + ph[Phase.DECODE] + ph[Phase.TRANSFER]),
-        queued=int(ph[Phase.QUEUED]),
-        rejected=int(ph[Phase.REJECTED]),
-    )
+    counts = _counts(out, lat.after_warmup)
     pools = [summarize_pool(out, p) for p in out.cluster.pools]
     main = pools[-1]  # decode pool of a PD pair; the only pool otherwise
     gpus = sum(p.deployment.total_gpus for p in out.cluster.pools)
@@ -137,7 +141,7 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         input_tok_s=input_tok_s,
         input_tok_s_per_gpu=input_tok_s / gpus,
         input_tok_s_per_node=input_tok_s / nodes,
-        request_throughput_req_s=int(((finish >= lo) & (phase == Phase.DONE)).sum()) / window,
+        request_throughput_req_s=int(((finish >= lo) & lat.done).sum()) / window,
         ttft_s=percentiles(ttft),
         tpot_s=percentiles(tpot),
         itl_s=weighted_percentiles(*_itl(out)),
@@ -164,8 +168,9 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         step_time_s=main.step_time_s,
         step_breakdown_s=main.step_breakdown_s,
         step_sources=main.step_sources,
+        extrapolated_ops=main.extrapolated_ops,
         mtp_accept_len=main.mtp_accept_len,
-        preemptions=int(t.preemptions[:n][mine].sum()),
+        preemptions=int(t.preemptions[:n][lat.after_warmup].sum()),
         kv_transfer_s_mean=(link.total_s / link.sent) if link and link.sent else None,
         pools=pools,
         profile=str(getattr(out.cluster.entry.cost, "profile_name", "custom cost model")),

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from rich.console import Console
 
+from sim.cli_check import render
 from sim.io.check import CheckReport, check_paths, discover
-from sim.io.check_cli import render
 from sim.io.golden import golden_path
 from sim.io.yaml_where import yaml_line
 

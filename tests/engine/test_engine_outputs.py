@@ -40,6 +40,7 @@ CONTRACT = (
     "name", "gpus", "output_tok_s_per_gpu", "input_tok_s_per_gpu", "ttft_s", "tpot_s", "e2e_s",
     "goodput_req_s", "requests", "kv_dup_factor", "kv_bytes_per_token_per_gpu",
     "kv_capacity_tokens_per_gpu", "mtp_accept_len", "step_breakdown_s", "step_sources", "itl_s",
+    "extrapolated_ops",
 )  # fmt: skip
 
 
@@ -64,6 +65,7 @@ def test_contract_fields(results: Any) -> None:
         r = dep["requests"]
         assert r["arrived"] == r["completed"] + r["running"] + r["queued"] + r["rejected"]
         assert dep["step_sources"] == {"fixed": "published", "attention": "roofline"}
+        assert dep["extrapolated_ops"] == []  # the fixed model's ops are all in range
     assert d["deployments"][2]["gpus"] == 2 and d["deployments"][2]["kind"] == "pd"
     assert d["deployments"][2]["kv_transfer_s_mean"] > 0
 
@@ -109,3 +111,30 @@ def test_trace_has_one_track_per_unit(tmp_path: Path) -> None:
     cut = trace_events(outputs, max_steps=10)
     assert sum(e["ph"] == "X" for e in cut["traceEvents"]) == 30
     assert cut["metadata"]["truncated_steps"]
+
+
+H800_TABLES_ON_H200 = """\
+name: extrapolated
+model: deepseek-v3
+gpu: h200
+profile: h800-published
+deployments:
+  - {name: dp8_ep8, attn_tp: 1, moe_ep: 8}
+workload:
+  kind: closed
+  concurrency: 64
+  input: {kind: fixed, tokens: 1000}
+  output: {kind: fixed, tokens: 50}
+slo: {ttft_s: 1.0, tpot_s: 0.1, percentile: 90}
+run: {duration_s: 3, warmup_s: 0.5, seed: 1}
+"""
+
+
+def test_tables_from_another_gpu_are_reported_extrapolated() -> None:
+    d = run_scenario(parse_scenario(H800_TABLES_ON_H200)).deployments[0]
+    published = sorted(op for op, src in d.step_sources.items() if src == "published")
+    assert "attn_decode" in published and "moe_routed" in published
+    # every table time was measured on an H800 and scaled to the H200: all of them say so;
+    # roofline ops are estimates by construction and never carry the flag
+    assert d.extrapolated_ops == published
+    assert d.extrapolated_ops == d.pools[0].extrapolated_ops

@@ -1,9 +1,14 @@
-"""The `mlasim check` command: a pass/fail table per scenario, then every failure in full."""
+"""The `mlasim check` command: a pass/fail table per scenario, then every failure in full.
+
+Finding, running and checking the files is `sim.io.check`; this module gives it the runner
+that validates and simulates a scenario file (`default_runner`) and prints the report.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -12,6 +17,15 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.io.check import CheckReport, CheckRow, ScenarioReport, check_paths
+
+
+def default_runner(path: Path, text: str) -> Mapping[str, Any]:
+    """Validate the scenario (errors name file, line and field) and run it."""
+    from sim.io.results_io import results_dict  # the simulator loads only when a check runs
+    from sim.io.scenario_io import parse_scenario
+    from sim.run import run_scenario
+
+    return results_dict(run_scenario(parse_scenario(text, path)))
 
 
 def _counts(rep: ScenarioReport, kind: str) -> str:
@@ -108,7 +122,12 @@ def check_command(
     if not console.is_terminal:  # CI logs: wide enough that expressions stay on one line
         console = Console(width=160)
     try:
-        report = check_paths(paths or [Path("scenarios")], jobs=jobs, update_golden=update_golden)
+        report = check_paths(
+            paths or [Path("scenarios")],
+            jobs=jobs,
+            update_golden=update_golden,
+            runner=default_runner,
+        )
     except FileNotFoundError as exc:
         console.print(f"[red]{escape(str(exc))}[/]")
         raise typer.Exit(2) from None

@@ -1,0 +1,105 @@
+"""The public API of the simulator: what front ends (the Streamlit app) import from `sim`.
+
+Two modules form the contract. `sim.specs` holds the data: the frozen spec classes a caller
+builds and passes in (`Scenario`, `Deployment`, `PdDeployment`, `ModelSpec`, `GpuSpec`,
+`Profile`, ...), the same ones scenario files validate into. This module holds the functions
+and result types: running a scenario, per-request latencies, memory plans, the cost model and
+MLA formulas, the catalog loaders, scenario files and expectations, sweeps and capacity search.
+Everything else under `sim` is internal and may be reorganised without notice; the names here
+are kept stable.
+"""
+
+from __future__ import annotations
+
+# catalog: bundled models, GPUs and calibration profiles, by name or path
+from sim.catalog import CatalogError, gpu_names, load_gpu, load_model, model_names
+from sim.catalog.profiles import load_profile, parse_profile, profile_names
+
+# cost model: MLA formulas, arithmetic intensity, roofline, memory plan, one step's cost
+from sim.cost import mla
+from sim.cost.batch import BatchShape, StepCost
+from sim.cost.dispatch import policy_names
+from sim.cost.intensity import IntensityRow, family_table, model_decode_intensity
+from sim.cost.memory import MemoryPlan, plan_memory
+from sim.cost.roofline import roofline_seconds
+from sim.cost.serving import ServingCostModel
+
+# running a scenario and its results
+from sim.engine import SimOutput
+
+# scenario files, results files, `expect:` lines and probes
+from sim.io import expect
+from sim.io.namespace import ExpectError, build_namespace
+from sim.io.probes import ProbeError, compute_probes
+from sim.io.results_io import csv_text, results_dict
+from sim.io.scenario_io import ScenarioError, load_scenario, parse_scenario
+from sim.metrics import (
+    DeploymentResults,
+    Percentiles,
+    PoolResults,
+    RequestLatencies,
+    Results,
+    request_latencies,
+)
+from sim.run import run_scenario, simulate_scenario, summarize_scenario
+
+# sweeps and capacity search
+from sim.search.backends import ProcessBackend
+from sim.search.capacity import OPEN_LOOP, CapacityError, ProbeFn, capacity_search, search_count
+from sim.search.capacity_report import CapacityReport, CapacityResult, PdPoolsResult
+from sim.search.load import DEFAULT_FACTORS, load_of, load_points, run_load_sweep
+
+__all__ = [
+    "DEFAULT_FACTORS",
+    "OPEN_LOOP",
+    "BatchShape",
+    "CapacityError",
+    "CapacityReport",
+    "CapacityResult",
+    "CatalogError",
+    "DeploymentResults",
+    "ExpectError",
+    "IntensityRow",
+    "MemoryPlan",
+    "PdPoolsResult",
+    "Percentiles",
+    "PoolResults",
+    "ProbeError",
+    "ProbeFn",
+    "ProcessBackend",
+    "RequestLatencies",
+    "Results",
+    "ScenarioError",
+    "ServingCostModel",
+    "SimOutput",
+    "StepCost",
+    "build_namespace",
+    "capacity_search",
+    "compute_probes",
+    "csv_text",
+    "expect",
+    "family_table",
+    "gpu_names",
+    "load_gpu",
+    "load_model",
+    "load_of",
+    "load_points",
+    "load_profile",
+    "load_scenario",
+    "mla",
+    "model_decode_intensity",
+    "model_names",
+    "parse_profile",
+    "parse_scenario",
+    "plan_memory",
+    "policy_names",
+    "profile_names",
+    "request_latencies",
+    "results_dict",
+    "roofline_seconds",
+    "run_load_sweep",
+    "run_scenario",
+    "search_count",
+    "simulate_scenario",
+    "summarize_scenario",
+]

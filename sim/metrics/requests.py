@@ -1,0 +1,61 @@
+"""Per-request TTFT, TPOT and E2E of one deployment's run: the one place they are computed.
+
+`summarize` takes its latency percentiles and goodput from these arrays, `mlasim run --requests`
+writes them as columns (`sim.io.requests_io`), and the app draws its latency CDFs from them, so
+the three cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sim.engine import Phase, SimOutput
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestLatencies:
+    """Latencies of every arrived request, seconds, indexed by request id (arrival order).
+
+    A time the request has not reached is NaN: `ttft_s` without a first token, `e2e_s` before it
+    finished, `tpot_s` unless it finished with more than one output token (TPOT is
+    (finish - first token) / (output tokens - 1)).
+    """
+
+    ttft_s: FloatArray
+    tpot_s: FloatArray
+    e2e_s: FloatArray
+    done: BoolArray  # completed (phase DONE)
+    after_warmup: BoolArray  # arrived at or after the warm-up
+
+    @property
+    def measured(self) -> BoolArray:
+        """Requests the latency statistics are over: arrived in the window and completed."""
+        return self.done & self.after_warmup
+
+    def samples(self) -> dict[str, FloatArray]:
+        """TTFT, TPOT and E2E samples of the measured requests (TPOT: multi-token outputs)."""
+        m = self.measured
+        tpot = self.tpot_s[m]
+        return {"TTFT": self.ttft_s[m], "TPOT": tpot[np.isfinite(tpot)], "E2E": self.e2e_s[m]}
+
+
+def request_latencies(out: SimOutput) -> RequestLatencies:
+    """TTFT, TPOT and E2E of every request in `out`'s request table."""
+    t, n = out.table, out.table.size
+    arrival, first, finish = t.arrival_s[:n], t.first_token_s[:n], t.finish_s[:n]
+    out_len = t.output_tokens[:n]
+    done = t.phase[:n] == Phase.DONE
+    multi = done & (out_len > 1)
+    return RequestLatencies(
+        ttft_s=first - arrival,
+        tpot_s=np.where(multi, (finish - first) / np.maximum(out_len - 1, 1), np.nan),
+        e2e_s=finish - arrival,
+        done=done,
+        after_warmup=arrival >= out.warmup_s,
+    )

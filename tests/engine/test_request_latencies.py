@@ -1,0 +1,78 @@
+"""`sim.metrics.request_latencies`: the one per-request TTFT/TPOT/E2E computation behind the
+summary's percentiles and goodput, the per-request export and the app's latency CDFs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from test_engine_outputs import TEXT, _factory
+
+from sim.engine import Phase, RequestTable
+from sim.io.requests_io import request_columns
+from sim.io.scenario_io import parse_scenario
+from sim.metrics import request_latencies
+from sim.metrics.stats import percentiles
+from sim.run import simulate_scenario, summarize_scenario
+
+
+def _table() -> RequestTable:
+    """Four requests: done (5 tokens), done (1 token), decoding, and done before the warm-up."""
+    t = RequestTable()
+    t.add(
+        np.array([1.0, 2.0, 3.0, 0.5]),
+        np.array([100, 100, 100, 100]),
+        np.array([5, 1, 10, 3]),
+        np.zeros(4, dtype=np.int64),
+    )
+    t.first_token_s[:4] = [1.5, 2.25, 3.5, 0.75]
+    t.finish_s[:4] = [2.5, 2.25, np.nan, 1.75]
+    t.phase[:4] = [Phase.DONE, Phase.DONE, Phase.DECODE, Phase.DONE]
+    return t
+
+
+def test_hand_checked_latencies() -> None:
+    lat = request_latencies(SimpleNamespace(table=_table(), warmup_s=0.9))  # type: ignore[arg-type]
+    assert lat.ttft_s.tolist() == [0.5, 0.25, 0.5, 0.25]
+    assert lat.tpot_s[0] == 0.25 and lat.tpot_s[3] == 0.5  # (finish - first) / (out - 1)
+    assert np.isnan(lat.tpot_s[1]) and np.isnan(lat.tpot_s[2])  # one token; not finished
+    assert lat.e2e_s[[0, 1, 3]].tolist() == [1.5, 0.25, 1.25] and np.isnan(lat.e2e_s[2])
+    assert lat.measured.tolist() == [True, True, False, False]  # done and after the warm-up
+    s = lat.samples()
+    assert s["TTFT"].tolist() == [0.5, 0.25]
+    assert s["TPOT"].tolist() == [0.25]  # the one-token request has no TPOT
+    assert s["E2E"].tolist() == [1.5, 0.25]
+
+
+@pytest.fixture(scope="module")
+def run() -> Any:
+    sc = parse_scenario(TEXT)
+    outputs = simulate_scenario(sc, cost_factory=_factory)
+    return sc, outputs, summarize_scenario(sc, outputs)
+
+
+def test_summary_reports_exactly_these_latencies(run: Any) -> None:
+    sc, outputs, results = run
+    for out, d in zip(outputs, results.deployments, strict=True):
+        lat = request_latencies(out)
+        s = lat.samples()
+        assert s["TTFT"].size > 0 and s["TPOT"].size > 0
+        assert percentiles(s["TTFT"]) == d.ttft_s
+        assert percentiles(s["TPOT"]) == d.tpot_s
+        assert percentiles(s["E2E"]) == d.e2e_s
+        tpot = np.nan_to_num(lat.tpot_s[lat.measured], nan=0.0)
+        good = (s["TTFT"] <= sc.slo.ttft_s) & (tpot <= sc.slo.tpot_s)
+        assert int(good.sum()) / d.window_s == pytest.approx(d.goodput_req_s, rel=1e-12)
+        assert int(lat.measured.sum()) == d.requests.completed
+
+
+def test_export_columns_are_the_same_arrays(run: Any) -> None:
+    _, outputs, _ = run
+    for out in outputs:
+        lat, cols = request_latencies(out), request_columns(out)
+        for name in ("ttft_s", "tpot_s", "e2e_s"):
+            assert np.array_equal(cols[name], getattr(lat, name), equal_nan=True)
+        assert np.array_equal(cols["after_warmup"], lat.after_warmup)
+        assert np.array_equal(cols["status"] == "done", lat.done)
