@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -36,6 +38,13 @@ def usage_error(message: str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+def check_output_paths(*paths: Path | None) -> None:
+    """Refuse (exit 2) an output file whose folder does not exist, before any work is done."""
+    for path in paths:
+        if path is not None and not path.parent.is_dir():
+            raise usage_error(f"{path}: the folder {path.parent} does not exist; create it first")
+
+
 def _model(name: str) -> Any:
     try:
         return load_model(name)
@@ -48,6 +57,30 @@ def _gpu(name: str) -> Any:
         return load_gpu(name)
     except (LookupError, ValueError) as exc:
         raise usage_error(str(exc)) from exc
+
+
+# Deployment fields set from `mlasim memory` options, to name the option in an error
+MEMORY_OPTIONS = {
+    "nodes": "--gpus",
+    "gpus_per_node": "--gpus-per-node",
+    "attn_tp": "--attn-tp",
+    "kv_dtype": "--kv-dtype",
+    "weight_dtype": "--weight-dtype",
+    "mtp_draft_tokens": "--mtp",
+}
+
+
+def _options_message(exc: ValidationError) -> str:
+    """`--option: message` per error (a cross-field one as its message alone), without
+    pydantic's input dump and link."""
+    lines = []
+    for err in exc.errors():
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        # a cross-field check names its field first ('attn_tp=3 must divide ...')
+        field = str(err["loc"][0]) if err["loc"] else msg.split("=", 1)[0]
+        option = MEMORY_OPTIONS.get(field, field if err["loc"] else "")
+        lines.append(f"{option}: {msg}" if option else msg)
+    return "\n".join(lines)
 
 
 def cost(
@@ -203,8 +236,10 @@ def memory(
             mtp_acceptance=(0.8,) if mtp else (),
         )  # type: ignore[arg-type]
         plan = plan_memory(spec, g, dep)
+    except ValidationError as exc:
+        raise usage_error(_options_message(exc)) from None
     except ValueError as exc:
-        raise usage_error(str(exc)) from exc
+        raise usage_error(str(exc)) from None
     out = {
         "model": spec.name,
         "gpu": g.name,

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
-from sim.cli_physics import output_console
+from sim.cli_physics import check_output_paths, output_console
 from sim.metrics.results import DeploymentResults, Results
 from sim.metrics.stats import Percentiles
 from sim.specs.deployment import Deployment, PdDeployment
@@ -135,6 +135,7 @@ def run(
     from sim.run import simulate_scenario, summarize_scenario
     from sim.search.overrides import OverrideError, apply_overrides, parse_assignment
 
+    check_output_paths(json_out, csv_out, trace_out, requests_out)
     if requests_out is not None and requests_out.suffix not in REQUEST_FORMATS:
         console.print(
             f"[red]--requests {escape(str(requests_out))}: the file must end in "
@@ -144,9 +145,13 @@ def run(
         raise typer.Exit(2)
     try:
         sc = load_scenario(scenario)
-        sc = apply_overrides(sc, [parse_assignment(a) for a in set_ or []])
-    except (ScenarioError, OverrideError) as exc:
+    except ScenarioError as exc:  # names the file itself
         console.print(f"[red]{escape(str(exc))}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+    try:
+        sc = apply_overrides(sc, [parse_assignment(a) for a in set_ or []])
+    except OverrideError as exc:
+        console.print(f"[red]{escape(f'{scenario}: --set: {exc}')}[/red]", highlight=False)
         raise typer.Exit(2) from None
     try:
         with Progress(console=console, transient=True) as bar:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sim.cli_physics import output_console, usage_error
+from sim.cli_physics import check_output_paths, output_console, usage_error
 from sim.search.backends import BACKENDS, Backend, BackendError, make_backend
 from sim.search.capacity_report import CapacityReport
 from sim.search.overrides import OverrideError
@@ -108,12 +108,13 @@ def sweep(
     from sim.search.sweep import run_grid, sweep_rows, write_rows_csv, write_rows_json
 
     console = output_console()
+    check_output_paths(json_out, csv_out)
     base = _load(scenario)
     try:
         axes = [parse_axis(s) for s in set_ or []]
         points = grid_points(base, axes)
     except OverrideError as exc:
-        raise usage_error(f"--set: {exc}") from None
+        raise usage_error(f"{scenario}: --set: {exc}") from None
     runner = _backend(backend, jobs, ray_address)
     with runner, _run_errors(scenario), _progress(console) as bar:
         task = bar.add_task(f"sweep ({runner.name})", total=len(points))
@@ -181,11 +182,12 @@ def capacity(
     from sim.search.overrides import apply_overrides, parse_assignment
 
     console = output_console()
+    check_output_paths(json_out)
     try:
         sc = apply_overrides(_load(scenario), [parse_assignment(s) for s in set_ or []])
         check_options(sc, target_rate, tolerance, max_runs, probes_per_round)
     except (OverrideError, CapacityError) as exc:
-        raise usage_error(str(exc)) from None
+        raise usage_error(f"{scenario}: {exc}") from None
     runner = _backend(backend, jobs, ray_address)
     with runner, _run_errors(scenario), _progress(console) as bar:
         total = max_runs * search_count(sc, pd_pools)

@@ -17,30 +17,28 @@ from sim.metrics import Results, summarize
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
+from sim.specs.profile import Profile
 from sim.specs.scenario import Scenario
 from sim.specs.workload import TraceWorkload
 
-CostFactory = Callable[[ModelSpec, GpuSpec, Deployment, object | None], ServingCost]
+CostFactory = Callable[[ModelSpec, GpuSpec, Deployment, Profile | None], ServingCost]
 ProgressFn = Callable[[str, float], None]  # (deployment name, fraction of the run done)
 
 
 def default_cost_factory(
-    model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile: object | None
+    model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile: Profile | None
 ) -> ServingCost:
     """`ServingCostModel`; a profile measured on another GPU lends its efficiencies to `gpu`'s
     roofline (every table estimate is then marked extrapolated)."""
     from sim.cost.serving import ServingCostModel  # the cost model is only needed to run
-    from sim.specs.profile import Profile
 
-    if profile is not None and not isinstance(profile, Profile):
-        raise TypeError(f"profile must be a Profile, got {type(profile).__name__}")
     measured_on = None
     if profile is not None and profile.device.gpu and profile.device.gpu != gpu.name:
         measured_on = load_gpu(profile.device.gpu)
     return ServingCostModel(model, gpu, deployment, profile, profile_gpu=measured_on)
 
 
-def load_profile_for(scenario: Scenario) -> object | None:
+def load_profile_for(scenario: Scenario) -> Profile | None:
     """The scenario's profile by name or path; `null` prices every op on the GPU's datasheet
     roofline (efficiency 1, no launch cost), labelled "roofline"."""
     if scenario.profile is None:
@@ -58,24 +56,62 @@ def load_trace(scenario: Scenario) -> Batch | None:
     return read_trace(scenario.workload.path)
 
 
+def _pools(dep: Deployment | PdDeployment) -> list[tuple[str, Deployment]]:
+    """(label in messages, pool spec) for each pool: `pd.prefill`, `pd.decode` or the unit."""
+    if isinstance(dep, PdDeployment):
+        return [(f"{dep.name}.prefill", dep.prefill), (f"{dep.name}.decode", dep.decode)]
+    return [(dep.name, dep)]
+
+
+def _named(label: str, pool: Deployment, exc: ValueError) -> ValueError:
+    """The cost model's error, naming the deployment (and PD pool) once."""
+    own = f"deployment {pool.name!r} "  # the cost model may name the pool spec itself
+    msg = str(exc)
+    if msg.startswith(own):
+        return ValueError(f"deployment {label!r} {msg.removeprefix(own)}")
+    return ValueError(f"deployment {label!r}: {msg}")
+
+
+def build_costs(
+    scenario: Scenario,
+    dep: Deployment | PdDeployment,
+    *,
+    cost_factory: CostFactory = default_cost_factory,
+    profile: Profile | None = None,
+) -> list[tuple[Deployment, ServingCost]]:
+    """The cost model of each pool of `dep`; ValueError naming the deployment (and pool) when
+    one cannot be built (it does not fit its GPUs, ...)."""
+    model, gpu = load_model(scenario.model), load_gpu(scenario.gpu)
+    out = []
+    for label, pool in _pools(dep):
+        try:
+            out.append((pool, cost_factory(model, gpu, pool, profile)))
+        except ValueError as exc:
+            raise _named(label, pool, exc) from exc
+    return out
+
+
 def simulate_deployment(
     scenario: Scenario,
     dep: Deployment | PdDeployment,
     *,
     cost_factory: CostFactory = default_cost_factory,
-    profile: object | None = None,
+    profile: Profile | None = None,
     trace: Batch | None = None,
     progress: ProgressFn | None = None,
+    costs: list[tuple[Deployment, ServingCost]] | None = None,
 ) -> SimOutput:
-    """Simulate one of the scenario's deployments (raw engine output, before summarising)."""
-    model, gpu = load_model(scenario.model), load_gpu(scenario.gpu)
+    """Simulate one of the scenario's deployments (raw engine output, before summarising);
+    `costs` from `build_costs`, else built here."""
+    built = costs or build_costs(scenario, dep, cost_factory=cost_factory, profile=profile)
 
     def cost_for(d: Deployment) -> ServingCost:
-        try:
-            return cost_factory(model, gpu, d, profile)
-        except ValueError as exc:
-            raise ValueError(f"deployment {dep.name!r}: {exc}") from exc
+        for pool, cost in built:
+            if pool is d:
+                return cost
+        raise RuntimeError(f"no cost model was built for pool {d.name!r} of {dep.name!r}")
 
+    gpu = load_gpu(scenario.gpu)
     tick = (lambda f: progress(dep.name, f)) if progress is not None else None
     return simulate(
         dep, cost_for, scenario.workload, scenario.run, trace=trace, nic_gb_s=gpu.nic_gb_s,
@@ -89,15 +125,21 @@ def simulate_scenario(
     progress: ProgressFn | None = None,
     cost_factory: CostFactory | None = None,
 ) -> list[SimOutput]:
-    """Raw engine output of every deployment (for traces); `run_scenario` summarises it."""
+    """Raw engine output of every deployment (for traces); `run_scenario` summarises it.
+
+    Every deployment's cost model is built before the first simulation starts, so one that
+    does not fit its GPUs fails at once, not after the others have run.
+    """
     profile = load_profile_for(scenario)
     trace = load_trace(scenario)
     factory = cost_factory or default_cost_factory
-    return [
-        simulate_deployment(
-            scenario, dep, cost_factory=factory, profile=profile, trace=trace, progress=progress
-        )
+    costs = [
+        build_costs(scenario, dep, cost_factory=factory, profile=profile)
         for dep in scenario.deployments
+    ]
+    return [
+        simulate_deployment(scenario, dep, trace=trace, progress=progress, costs=c)
+        for dep, c in zip(scenario.deployments, costs, strict=True)
     ]
 
 
@@ -125,9 +167,10 @@ def run_scenario(
 ) -> Results:
     """Simulate every deployment of `scenario` and summarise; deterministic for a given seed.
 
-    Deployments run one after another on the same requests. Raises ValueError (a deployment
-    that does not fit its GPUs, an unknown router or profile), `TraceError` for a bad trace,
-    and `sim.engine.InvariantError` if a run ends in an inconsistent state.
+    Deployments run one after another on the same requests. Raises ValueError naming the
+    deployment when one does not fit its GPUs (before any simulation starts), `TraceError` for
+    a bad trace, and `sim.engine.InvariantError` if a run ends in an inconsistent state. Names
+    (model, GPU, profile, router, MLA policy) were checked when the `Scenario` was validated.
     """
     outputs = simulate_scenario(scenario, progress=progress, cost_factory=cost_factory)
     return summarize_scenario(scenario, outputs)

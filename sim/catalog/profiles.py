@@ -1,7 +1,8 @@
 """Calibration profiles by catalog name ('h800-published', 'h200-roofline') or path.
 
-Bundled profiles live in `profiles/*.json`; `kernels_calib.published` rebuilds the published and
-roofline ones from the kernel benchmarks they cite. A profile's schema version is checked before
+A profile is one JSON file (Parquet is not read). Bundled profiles live in `profiles/*.json`;
+`kernels_calib.published` rebuilds the published and roofline ones from the kernel benchmarks
+they cite. A profile's schema version is checked before
 anything else, so a file from a newer format says so instead of failing field by field.
 """
 
@@ -14,7 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sim.catalog import CatalogError, _names, _resolve
+from sim.catalog import CatalogError, _names, _read, _resolve
+from sim.specs.base import error_lines
 from sim.specs.profile import SUPPORTED_SCHEMA_VERSIONS, Profile, unsupported_version_message
 
 
@@ -32,19 +34,21 @@ def parse_profile(data: Any, origin: str) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        raise CatalogError(f"{origin}: invalid calibration profile:\n{exc}") from exc
+        lines = "\n  ".join(error_lines(exc))
+        raise CatalogError(f"{origin}: invalid calibration profile:\n  {lines}") from None
 
 
 @cache
 def load_profile(name_or_path: str | Path) -> Profile:
     """A bundled profile by name or a profile JSON file by path.
 
-    Raises CatalogError for an unknown name (listing the known ones), unreadable JSON, an
-    unsupported schema version (naming the supported ones) or invalid content.
+    Raises CatalogError for an unknown name (listing the known ones), a file that is not JSON,
+    an unsupported schema version (naming the supported ones) or invalid content.
     """
     path = _resolve(name_or_path, "profiles", ".json", profile_names())
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise CatalogError(f"{path}: not valid JSON ({exc})") from exc
-    return parse_profile(data, str(path))
+    if path.suffix != ".json":
+        raise CatalogError(
+            f"{path}: a calibration profile is a .json file (as kernels_calib writes it); "
+            f"{path.suffix} files are not read"
+        )
+    return parse_profile(_read(path, json.loads, "JSON"), str(path))

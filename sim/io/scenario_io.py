@@ -57,8 +57,10 @@ def _node_at(root: Any, loc: tuple[Any, ...]) -> tuple[Any, list[str | int]]:
 _DEP_REF = re.compile(r"^deployments\[(\d+)\][^.]*((?:\.(?:prefill|decode))?)(?:\.(\w+))?")
 
 
-def _loc_from_message(message: str) -> tuple[Any, ...]:
-    """Cross-field checks name their field in the message ('deployments[1] (tp).attn_tp=...')."""
+def _loc_from_message(message: str) -> tuple[tuple[Any, ...], str]:
+    """Cross-field checks name their field in the message: `deployments[1] (tp).attn_tp=...`
+    (kept whole: it carries the value) or `model: unknown model ...` (the `model: ` prefix is
+    dropped, since the field is printed before the message anyway). Returns (loc, message)."""
     m = _DEP_REF.match(message)
     if m:
         loc: list[Any] = ["deployments", int(m.group(1))]
@@ -66,9 +68,12 @@ def _loc_from_message(message: str) -> tuple[Any, ...]:
             loc.append(m.group(2).lstrip("."))
         if m.group(3):
             loc.append(m.group(3))
-        return tuple(loc)
+        return tuple(loc), message
+    head, sep, rest = message.partition(": ")
+    if sep and head.isidentifier():
+        return (head,), rest
     head = message.split(":", 1)[0].split(".", 1)[0].split("=", 1)[0].strip()
-    return (head,) if head.isidentifier() else ()
+    return ((head,) if head.isidentifier() else ()), message
 
 
 def _field_name(loc: tuple[Any, ...], followed: list[str | int]) -> str:
@@ -90,9 +95,13 @@ def _problems(exc: ValidationError, root: Any) -> list[FieldProblem]:
         loc = tuple(err["loc"])
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "value_error":
-            loc = loc + _loc_from_message(msg)
+            more, msg = _loc_from_message(msg)
+            if not (loc and more and more[0] == loc[-1]):  # a field's own check names itself
+                loc = loc + more
         node, followed = _node_at(root, loc)
         field = _field_name(loc, followed)
+        if err["type"] == "literal_error":
+            msg = f"{msg}, not {err['input']!r}"
         if err["type"] == "extra_forbidden":
             msg = f"unknown field; {msg.lower()} (check the spelling against `mlasim schema`)"
         line = int(node.start_mark.line) + 1 if node is not None else None
@@ -117,7 +126,7 @@ def resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     out = dict(data)
     out["model"] = _relative(base, out.get("model"), (".json",))
     out["gpu"] = _relative(base, out.get("gpu"), (".yaml", ".yml"))
-    out["profile"] = _relative(base, out.get("profile"), (".json", ".parquet"))
+    out["profile"] = _relative(base, out.get("profile"), (".json",))
     wl = out.get("workload")
     if isinstance(wl, dict) and wl.get("kind") == "trace":
         out["workload"] = {**wl, "path": _relative(base, wl.get("path"), (".csv",))}
@@ -146,6 +155,15 @@ def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file."""
     p = Path(path)
+    if p.is_dir():
+        found = sorted(q.name for q in p.glob("*.yaml"))
+        hint = f", e.g. {p / found[0]}" if found else " (it holds no .yaml file)"
+        message = f"is a folder, not a scenario file; give one YAML file in it{hint}"
+        raise ScenarioError(p, [FieldProblem(None, "(file)", message)])
     if not p.is_file():
         raise ScenarioError(p, [FieldProblem(None, "(file)", "no such scenario file")])
-    return parse_scenario(p.read_text(), p)
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(p, [FieldProblem(None, "(file)", f"cannot read it ({exc})")]) from None
+    return parse_scenario(text, p)

@@ -6,7 +6,9 @@ plain dict. Backends are context managers: a pool or a Ray connection opened by 
 is reused by later ones (a capacity search runs many rounds) and released on exit.
 
 Across processes only JSON strings go out and plain dicts come back: the task function of the
-process and Ray backends is the same `run_scenario_json`.
+process and Ray backends is the same `run_scenario_json`. A user error in a worker (a deployment
+that does not fit, a bad trace) comes back as a `RunError` carrying only its message, so the
+caller reports it like the same error in its own process.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_complet
 from types import ModuleType, TracebackType
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from sim.specs.scenario import Scenario
 
 ProgressFn = Callable[[int, int], None]  # (scenarios finished, scenarios in this run)
@@ -28,11 +32,26 @@ class BackendError(ValueError):
     """A backend that cannot be made: unknown name, bad option, or Ray not installed."""
 
 
-def run_scenario_json(scenario_json: str) -> dict[str, Any]:
-    """The task every worker runs: scenario JSON in, results JSON dict out."""
-    from sim.run import run_scenario
+class RunError(ValueError):
+    """A scenario that failed on its inputs in a worker; the message is the original one."""
 
-    return run_scenario(Scenario.model_validate_json(scenario_json)).model_dump(mode="json")
+
+def run_scenario_json(scenario_json: str) -> dict[str, Any]:
+    """The task every worker runs: scenario JSON in, results JSON dict out.
+
+    Raises RunError with the message of any ValueError (pydantic's, the cost model's, a
+    trace's): a plain exception with one string argument crosses a process boundary intact.
+    """
+    from sim.run import run_scenario
+    from sim.specs.base import error_lines
+
+    try:
+        scenario = Scenario.model_validate_json(scenario_json)
+        return run_scenario(scenario).model_dump(mode="json")
+    except ValidationError as exc:
+        raise RunError("; ".join(error_lines(exc))) from None
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
 
 
 class Backend(Protocol):
@@ -167,9 +186,21 @@ class RayBackend(_Closing):
             ready, pending = self.ray.wait(pending, num_returns=1)
             for ref in ready:
                 done += 1
-                result = self.ray.get(ref)
+                result = self._get(ref)
                 _tick(progress, done, len(scenarios))
                 yield refs[ref], result
+
+    def _get(self, ref: Any) -> dict[str, Any]:
+        """The task's result; a RunError raised in the task is raised here as itself (Ray
+        wraps it in a RayTaskError whose message holds the remote traceback)."""
+        try:
+            result: dict[str, Any] = self.ray.get(ref)
+        except Exception as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, RunError):
+                raise RunError(str(cause)) from None
+            raise
+        return result
 
     def close(self) -> None:
         if self._started:

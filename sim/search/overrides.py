@@ -124,7 +124,9 @@ def validation_message(exc: ValidationError, data: Any) -> str:
     lines = []
     for err in exc.errors():
         msg = str(err["msg"]).removeprefix("Value error, ")
-        lines.append(f"{_loc_label(data, tuple(err['loc']))}: {msg}")
+        loc = tuple(err["loc"])
+        # a scenario-wide check names its field in the message ('profile: unknown profile ...')
+        lines.append(f"{_loc_label(data, loc)}: {msg}" if loc else msg)
     return "; ".join(lines)
 
 

@@ -3,29 +3,44 @@
 A unit is one EP group: `nodes x gpus_per_node` GPUs. Attention runs as `attn_dp` ranks of
 `attn_tp` GPUs each (TP8 is one rank of 8 GPUs; DP8 attention is eight ranks of one GPU); the MoE
 layers spread over the whole unit as `moe_ep x moe_tp`. All ranks of a unit step in lock-step.
+
+Routers and MLA dispatch policies are named here, so a scenario is checked (and `mlasim schema`
+lists the choices) before anything runs; `sim.engine.router.ROUTERS` and
+`sim.cost.dispatch.policy_names()` implement exactly these names (a test holds them equal).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
 from sim.specs.base import Spec
 
 DType = Literal["bf16", "fp8"]
 WeightDType = Literal["bf16", "fp8", "fp4"]
+RouterName = Literal["round_robin", "least_tokens", "least_kv"]
+MlaPolicyName = Literal["sglang", "vllm", "flops_optimal"]
+ROUTER_NAMES: tuple[str, ...] = get_args(RouterName)
+MLA_POLICY_NAMES: tuple[str, ...] = get_args(MlaPolicyName)
+PoolRole = Literal["prefill", "decode"]
 
 
 class Deployment(Spec):
-    """One serving unit (colocated prefill and decode unless `role` says otherwise)."""
+    """One serving unit (colocated prefill and decode unless `role` says otherwise).
+
+    `expert_zipf_exponent` is also accepted under its former name `expert_zipf_s`.
+    """
 
     name: str = Field(description="Label used in tables and in `expect:` expressions.")
     nodes: int = Field(default=1, ge=1, description="Nodes in one unit.")
     gpus_per_node: int = Field(default=8, ge=1, description="GPUs per node.")
     replicas: int = Field(default=1, ge=1, description="Identical units behind one router.")
     role: Literal["colocated", "prefill", "decode"] = Field(
-        default="colocated", description="Pool role; 'prefill'/'decode' only inside a PD pair."
+        default="colocated",
+        description="'colocated': prefill and decode on the same GPUs; 'prefill': requests end "
+        "at their first token; 'decode': requests arrive with their prompt's KV in place (a PD "
+        "pool measured alone). Inside a PD pair the pair sets it.",
     )
     attn_tp: int = Field(default=1, ge=1, description="GPUs sharing one attention rank (TP).")
     moe_ep: int | None = Field(
@@ -51,8 +66,10 @@ class Deployment(Spec):
     dsa: Literal["auto", "on", "off"] = Field(
         default="auto", description="Sparse attention: 'auto' uses it when the model has DSA."
     )
-    mla_policy: str = Field(
-        default="sglang", description="MLA path dispatch policy: sglang, vllm or flops_optimal."
+    mla_policy: MlaPolicyName = Field(
+        default="sglang",
+        description="MLA path dispatch policy: 'sglang' and 'vllm' mimic those engines' rules, "
+        "'flops_optimal' picks the cheaper path per request by FLOPs.",
     )
     two_batch_overlap: bool = Field(
         default=False, description="Split each step into two micro-batches to hide EP comms."
@@ -60,8 +77,12 @@ class Deployment(Spec):
     eplb_redundant_experts: int = Field(
         default=0, ge=0, description="Redundant expert replicas placed by EPLB (0 = no EPLB)."
     )
-    expert_zipf_s: float = Field(
-        default=0.0, ge=0.0, le=3.0, description="Zipf exponent of expert popularity (0 = even)."
+    expert_zipf_exponent: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=3.0,
+        validation_alias=AliasChoices("expert_zipf_exponent", "expert_zipf_s"),
+        description="Zipf exponent of expert popularity (0 = even); unitless.",
     )
     chunked_prefill_tokens: int = Field(
         default=8192, ge=64, description="Prefill token budget per rank per step."
@@ -76,9 +97,17 @@ class Deployment(Spec):
     activation_reserve_gb: float = Field(
         default=4.0, ge=0.0, description="HBM kept per GPU for activations, graphs and buffers."
     )
-    router: str = Field(
-        default="least_tokens", description="Request router across DP ranks and replicas."
+    router: RouterName = Field(
+        default="least_tokens",
+        description="Request router across DP ranks and replicas: 'round_robin', "
+        "'least_tokens' (least work left: prefill + output tokens) or 'least_kv' (least KV in "
+        "use + queued).",
     )
+
+    @property
+    def expert_zipf_s(self) -> float:
+        """Former name of `expert_zipf_exponent` (kept for callers not yet renamed)."""
+        return self.expert_zipf_exponent
 
     @property
     def gpus(self) -> int:
@@ -139,11 +168,39 @@ class PdDeployment(Spec):
     """Prefill/decode disaggregation: two pools, KV moving over RDMA after prefill."""
 
     name: str = Field(description="Label used in tables and in `expect:` expressions.")
-    prefill: Deployment = Field(description="The prefill pool (role is forced to 'prefill').")
-    decode: Deployment = Field(description="The decode pool (role is forced to 'decode').")
+    prefill: Deployment = Field(
+        description="The prefill pool; its role is set to 'prefill' (leave `role` out)."
+    )
+    decode: Deployment = Field(
+        description="The decode pool; its role is set to 'decode' (leave `role` out)."
+    )
     kv_transfer_gb_s: float | None = Field(
         default=None, gt=0, description="Per-GPU KV transfer bandwidth (default: the GPU's NIC)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pool_roles(cls, data: Any) -> Any:
+        """Each pool takes its role from its place in the pair. A pool that leaves `role` out
+        or says 'colocated' (a unit's default, as when a unit is turned into a pair) gets it;
+        the other pool's role is an error, never silently ignored."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        pools: tuple[PoolRole, ...] = ("prefill", "decode")
+        for pool in pools:
+            d = out.get(pool)
+            role = d.get("role") if isinstance(d, dict) else getattr(d, "role", None)
+            if role not in (None, "colocated", pool):
+                raise ValueError(
+                    f"{pool}.role={role!r}: the {pool} pool of a PD pair always has role "
+                    f"{pool!r}; remove the role key"
+                )
+            if isinstance(d, dict):
+                out[pool] = {**d, "role": pool}
+            elif isinstance(d, Deployment):
+                out[pool] = d.model_copy(update={"role": pool})
+        return out
 
     @property
     def total_gpus(self) -> int:

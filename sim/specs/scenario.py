@@ -4,6 +4,13 @@
 `PdDeployment` (disaggregated pools); any other entry is a `Deployment` (one colocated unit type).
 Deployment names are used in `expect:` expressions (`dp_ep.output_tok_s_per_gpu`), so they must
 be unique Python identifiers.
+
+Catalog lookup: validating a `Scenario` resolves `model`, `gpu` and `profile` through
+`sim.catalog` (bundled names or file paths; each file is read once per process) and checks the
+deployments against the model (`check_against_model`). This is the one place specs read files.
+It stays in the validator so that every way of building a scenario (a YAML file, `--set`, the
+app's forms, a sweep point, a worker process) is checked the same way before anything runs;
+`sim.io.scenario_io` adds the file and line to these errors.
 """
 
 from __future__ import annotations
@@ -139,18 +146,39 @@ class Scenario(Spec):
                     f"deployments[{i}].name={dep.name!r} is used twice; give each a unique name"
                 )
             seen.add(dep.name)
-        from sim.catalog import CatalogError, load_gpu, load_model  # catalog imports specs
+        self._catalog_lookup()
+        return self
+
+    def _catalog_lookup(self) -> None:
+        """Resolve gpu, model and profile (see the module docstring); each error message starts
+        with its field (`model: unknown model ...`), which `sim.io.scenario_io` turns into the
+        field and line. CatalogError is a ValueError."""
+        # imported here: sim.catalog builds specs, so it cannot be imported at module level
+        from sim.catalog import load_gpu, load_model
+        from sim.catalog.profiles import load_profile
 
         try:
-            load_gpu(self.gpu)
-        except (CatalogError, ValueError) as exc:
+            gpu = load_gpu(self.gpu)
+        except ValueError as exc:
             raise ValueError(f"gpu: {exc}") from None
         try:
             model = load_model(self.model)
-        except (CatalogError, ValueError) as exc:
+        except ValueError as exc:
             raise ValueError(f"model: {exc}") from None
+        if self.profile is not None:
+            try:
+                measured_on = load_profile(self.profile).device.gpu
+            except ValueError as exc:
+                raise ValueError(f"profile: {exc}") from None
+            try:  # a profile from another GPU lends its efficiencies to this one's roofline
+                if measured_on and measured_on != gpu.name:
+                    load_gpu(measured_on)
+            except ValueError as exc:
+                raise ValueError(
+                    f"profile: {self.profile!r} was measured on {measured_on!r}, which is not "
+                    f"a known GPU ({exc}); use a profile of a catalog GPU"
+                ) from None
         check_against_model(list(self.deployments), model)
-        return self
 
     def deployment(self, name: str) -> Deployment | PdDeployment:
         """The deployment called `name`; KeyError listing the known names otherwise."""

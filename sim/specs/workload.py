@@ -13,18 +13,47 @@ Every variant is tagged by `kind`; an unknown kind is rejected with the list of 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from sim.specs.base import Spec
+
+
+def _token_count(v: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> int:
+    """A length field's own check, with a message that gives the real minimum and the fix
+    (pydantic's '>= 0' is the bound of `prefix_cache_tokens`; input and output need 1)."""
+    try:
+        n: int = handler(v)
+    except ValidationError as exc:
+        if exc.errors()[0]["type"] != "greater_than_equal":
+            raise
+        raise ValueError(
+            f"{info.field_name}={v} is negative: lengths are token counts, at least 1 for input "
+            f"and output (0 is allowed in prefix_cache_tokens only); write e.g. "
+            f"{info.field_name}: 1"
+        ) from None
+    return n
 
 
 class FixedLength(Spec):
     """Every request has the same length."""
 
     kind: Literal["fixed"] = Field(description="Distribution kind.")
-    tokens: int = Field(ge=0, description="Length of every request, tokens.")
+    tokens: int = Field(
+        ge=0,
+        description="Length of every request, tokens (>= 1 for input and output; 0 only in "
+        "prefix_cache_tokens).",
+    )
+
+    _count = field_validator("tokens", mode="wrap")(_token_count)
 
 
 class UniformLength(Spec):
@@ -33,6 +62,8 @@ class UniformLength(Spec):
     kind: Literal["uniform"] = Field(description="Distribution kind.")
     min_tokens: int = Field(ge=0, description="Shortest length, tokens (inclusive).")
     max_tokens: int = Field(ge=0, description="Longest length, tokens (inclusive).")
+
+    _count = field_validator("min_tokens", "max_tokens", mode="wrap")(_token_count)
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformLength:

@@ -74,3 +74,40 @@ def test_schema_is_json_with_every_top_level_field() -> None:
 def test_bundled_default_scenario_loads() -> None:
     s = load_scenario(ROOT / "scenarios" / "default.yaml")
     assert [d.name for d in s.deployments] == ["tp8", "dp8_ep8"]
+
+
+def _run(tmp_path: Path, text: str, *args: str) -> tuple[int, str]:
+    sc = tmp_path / "s.yaml"
+    sc.write_text(text)
+    res = CliRunner(env={"COLUMNS": "300"}).invoke(_app(), ["run", str(sc), *args])
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res.exit_code, " ".join(res.output.split())
+
+
+def test_bad_profile_is_a_message_with_exit_code_2(tmp_path: Path) -> None:
+    code, out = _run(tmp_path, SHORT.replace("gpu: h200\n", "gpu: h200\nprofile: h900-measured\n"))
+    assert code == 2 and f"{tmp_path / 's.yaml'}:4: profile: unknown profile 'h900-measured'" in out
+    assert "Traceback" not in out
+    code, out = _run(tmp_path, SHORT, "--set", "profile=h900")
+    assert code == 2 and f"{tmp_path / 's.yaml'}: --set: profile: unknown profile 'h900'" in out
+
+
+def test_a_deployment_that_does_not_fit_is_named_once(tmp_path: Path) -> None:
+    code, out = _run(tmp_path, SHORT, "--set", "deployments.dp8_ep8.mem_fraction=0.3")
+    assert code == 2
+    assert f"{tmp_path / 's.yaml'}: deployment 'dp8_ep8' does not fit on h200" in out
+    assert out.count("dp8_ep8") == 1
+
+
+def test_a_folder_is_refused_with_a_file_to_try(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SHORT)
+    res = CliRunner(env={"COLUMNS": "300"}).invoke(_app(), ["run", str(tmp_path)])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "is a folder, not a scenario file" in out
+    assert str(tmp_path / "s.yaml") in out
+
+
+def test_an_output_in_a_missing_folder_is_refused_before_running(tmp_path: Path) -> None:
+    code, out = _run(tmp_path, SHORT, "--json", str(tmp_path / "no" / "r.json"))
+    assert code == 2 and f"{tmp_path / 'no' / 'r.json'}: the folder" in out
+    assert "does not exist" in out and "step time by op" not in out

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sim.io.scenario_io import ScenarioError, load_scenario, parse_scenario
-from sim.specs import PdDeployment, Scenario
+from sim.specs import Deployment, PdDeployment, Scenario
 
 GOOD = """\
 name: study
@@ -112,3 +112,70 @@ def test_trace_path_is_relative_to_the_scenario(tmp_path: Path) -> None:
     p = tmp_path / "s.yaml"
     p.write_text(text)
     assert load_scenario(p).workload.path == str(tmp_path / "t.csv")  # type: ignore[union-attr]
+
+
+def test_unknown_profile_names_line_and_known_profiles(tmp_path: Path) -> None:
+    err = _error(tmp_path, GOOD.replace("gpu: h200\n", "gpu: h200\nprofile: h900-measured\n"))
+    msg = str(err)
+    assert f"{tmp_path / 's.yaml'}:4: profile: unknown profile 'h900-measured'" in msg
+    assert "h800-published" in msg and "profile: profile:" not in msg
+
+
+def test_profile_file_that_is_not_a_profile(tmp_path: Path) -> None:
+    (tmp_path / "empty.json").write_text("")
+    err = _error(tmp_path, GOOD.replace("gpu: h200\n", "gpu: h200\nprofile: empty.json\n"))
+    assert f":4: profile: {tmp_path / 'empty.json'}: not valid JSON" in str(err)
+    (tmp_path / "p.parquet").write_bytes(b"PAR1\x00\xff")  # a profile is JSON only
+    err = _error(
+        tmp_path, GOOD.replace("gpu: h200\n", f"gpu: h200\nprofile: {tmp_path}/p.parquet\n")
+    )
+    assert ":4: profile:" in str(err) and ".parquet files are not read" in str(err)
+
+
+def test_catalog_errors_name_their_field_once(tmp_path: Path) -> None:
+    err = _error(tmp_path, GOOD.replace("model: deepseek-v3", "model: deepseek-v9"))
+    assert ":2: model: unknown model 'deepseek-v9'" in str(err) and "model: model:" not in str(err)
+    err = _error(tmp_path, GOOD.replace("gpu: h200", "gpu: h900"))
+    assert ":3: gpu: unknown gpu 'h900'" in str(err) and "gpu: gpu:" not in str(err)
+
+
+def test_router_and_mla_policy_are_checked_on_load(tmp_path: Path) -> None:
+    text = GOOD.replace("    moe_tp: 8\n", "    moe_tp: 8\n    mla_policy: fastest\n").replace(
+        "prefill: {name: p, attn_tp: 1}", "prefill: {name: p, attn_tp: 1, router: random}"
+    )
+    msg = str(_error(tmp_path, text))
+    assert ":8: deployments[0].mla_policy: Input should be 'sglang', 'vllm' or " in msg
+    assert "'flops_optimal', not 'fastest'" in msg
+    assert ":10: deployments[1].prefill.router: Input should be 'round_robin'" in msg
+
+
+def test_negative_fixed_length_gives_the_real_minimum(tmp_path: Path) -> None:
+    msg = str(_error(tmp_path, GOOD.replace("tokens: 1000}", "tokens: -5}")))
+    assert ":14: workload.input.tokens: tokens=-5 is negative" in msg
+    assert "at least 1 for input and output" in msg and "tokens: 1" in msg
+    assert ">= 0" not in msg and "tokens.tokens" not in msg
+
+
+def test_a_folder_is_not_a_scenario_file(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(GOOD)
+    with pytest.raises(ScenarioError, match="is a folder, not a scenario file") as info:
+        load_scenario(tmp_path)
+    assert str(tmp_path / "a.yaml") in str(info.value)
+
+
+def test_expert_zipf_exponent_and_its_former_name(tmp_path: Path) -> None:
+    for key in ("expert_zipf_exponent", "expert_zipf_s"):
+        s = parse_scenario(GOOD.replace("    moe_tp: 8\n", f"    moe_tp: 8\n    {key}: 1.2\n"))
+        dep = s.deployments[0]
+        assert isinstance(dep, Deployment) and dep.expert_zipf_exponent == 1.2
+        assert s.model_dump(mode="json")["deployments"][0]["expert_zipf_exponent"] == 1.2
+        assert Scenario.model_validate_json(s.model_dump_json()) == s  # what workers receive
+
+
+def test_pd_pools_take_their_role_from_the_pair(tmp_path: Path) -> None:
+    s = parse_scenario(GOOD.replace("prefill: {name: p,", "prefill: {name: p, role: colocated,"))
+    pd = s.deployments[1]
+    assert isinstance(pd, PdDeployment)
+    assert (pd.prefill.role, pd.decode.role) == ("prefill", "decode")
+    err = _error(tmp_path, GOOD.replace("decode: {name: d,", "decode: {name: d, role: prefill,"))
+    assert ":10: deployments[1].decode: decode.role='prefill': the decode pool" in str(err)

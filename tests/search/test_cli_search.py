@@ -7,6 +7,7 @@ import csv
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -104,3 +105,45 @@ def test_run_takes_the_same_overrides(tmp_path: Path) -> None:
     assert bytes_per_token["tp8"] < bytes_per_token["dp8_ep8"]  # FP8 KV on tp8 only
     bad = RUNNER.invoke(app, ["run", str(sc), "--set", "deployments.tp9.kv_dtype=fp8"])
     assert bad.exit_code == 2 and "known names are tp8, dp8_ep8" in " ".join(bad.output.split())
+
+
+def _said(res: Any) -> str:
+    """The output as one line; the command must have ended with a message, not an exception."""
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return " ".join(res.output.split())
+
+
+def test_bad_profile_is_a_message_with_exit_code_2(tmp_path: Path) -> None:
+    sc = _scenario(tmp_path, profile="h900-measured")
+    for cmd in (["sweep", "--backend", "serial"], ["capacity", "--target-rate", "10"]):
+        res = RUNNER.invoke(app, [cmd[0], str(sc), *cmd[1:]])
+        out = _said(res)
+        line = next(i for i, t in enumerate(sc.read_text().splitlines(), 1) if "profile" in t)
+        assert res.exit_code == 2
+        assert f"{sc}:{line}: profile: unknown profile 'h900-measured'" in out
+    sc = _scenario(tmp_path)
+    res = RUNNER.invoke(app, ["sweep", str(sc), "--set", "profile=h900,h200-roofline"])
+    out = _said(res)
+    assert res.exit_code == 2 and f"{sc}: --set: point 0 (profile=h900): profile: unknown" in out
+    res = RUNNER.invoke(app, ["capacity", str(sc), "--target-rate", "10", "--set", "profile=h9"])
+    assert res.exit_code == 2 and f"{sc}: profile: unknown profile 'h9'" in _said(res)
+
+
+def test_worker_errors_come_back_as_messages(tmp_path: Path) -> None:
+    sc = _scenario(tmp_path)
+    tight = ["--set", "deployments.dp8_ep8.mem_fraction=0.3", "--backend", "process", "--jobs", "1"]
+    for cmd in (["sweep"], ["capacity", "--target-rate", "10"]):
+        res = RUNNER.invoke(app, [cmd[0], str(sc), *cmd[1:], *tight])
+        out = _said(res)
+        assert res.exit_code == 2
+        assert f"{sc}: deployment 'dp8_ep8' does not fit on h200" in out
+
+
+def test_outputs_in_a_missing_folder_are_refused(tmp_path: Path) -> None:
+    sc, out = _scenario(tmp_path), tmp_path / "no" / "c.json"
+    for cmd in (
+        ["sweep", "--csv", str(out)],
+        ["capacity", "--target-rate", "10", "--json", str(out)],
+    ):
+        res = RUNNER.invoke(app, [cmd[0], str(sc), *cmd[1:]])
+        assert res.exit_code == 2 and f"{out}: the folder" in _said(res)

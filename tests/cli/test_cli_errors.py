@@ -1,0 +1,37 @@
+"""Bad options of the physics commands: one `option: message` line and exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from sim.cli import app
+
+RUNNER = CliRunner(env={"COLUMNS": "200"})
+MEMORY = ["memory", "--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8"]
+
+
+def _said(args: list[str]) -> str:
+    res = RUNNER.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    return " ".join(res.output.split())
+
+
+def test_memory_layout_error_names_the_option_without_pydantic_noise() -> None:
+    out = _said([*MEMORY, "--attn-tp", "3"])
+    assert "error: --attn-tp: attn_tp=3 must divide the unit's 8 GPUs" in out
+    assert "validation error" not in out and "input_value" not in out
+    assert "errors.pydantic.dev" not in out
+
+
+def test_memory_bad_dtype_names_the_option() -> None:
+    out = _said([*MEMORY, "--attn-tp", "8", "--kv-dtype", "fp9"])
+    assert "error: --kv-dtype: Input should be 'bf16' or 'fp8'" in out
+
+
+def test_a_model_config_that_is_not_one_is_a_message(tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text('{"hidden_size": 7168}')
+    out = _said(["cost", "--model", str(bad), "--q", "1", "--kv", "8192"])
+    assert f"{bad}: not a usable model config" in out and "num_hidden_layers" in out
