@@ -24,7 +24,9 @@ class BatchShape:
     Each index i is one request segment: `new_tokens[i]` query tokens computed this step on
     attention rank `rank[i]`, whose cache holds `kv_tokens[i]` tokens after the step (new ones
     included). Decode/verify segments have `is_decode[i]` True and new_tokens = 1 + draft tokens;
-    prefill and extend (after a cached prefix) segments have it False.
+    prefill and extend (after a cached prefix) segments have it False. `samples_token[i]` says
+    whether segment i computes logits this step: decode/verify segments always do, a prefill
+    chunk only when it completes its prompt; None means every segment samples.
     """
 
     num_ranks: int
@@ -32,6 +34,7 @@ class BatchShape:
     new_tokens: IntArray
     kv_tokens: IntArray
     is_decode: NDArray[np.bool_]
+    samples_token: NDArray[np.bool_] | None = None
 
     @property
     def size(self) -> int:

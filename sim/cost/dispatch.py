@@ -4,6 +4,9 @@ A policy sees one step's segments (new tokens q, total cache k, decode or not) a
 per segment. Paths: ABSORB (latent-space MLA, FlashMLA-style), EXPAND (MHA over up-projected K/V,
 one shot), EXPAND_CHUNKED (expand the prefix chunk by chunk and merge partial outputs by LSE),
 SPARSE_ABSORB (DSA: absorbed attention over the indexer's top-k).
+
+A policy that compares costs counts the work the cost model prices: the sparse path visits
+`mla.sparse_slots` (all top-k slots per new token), not the ideal `mla.sparse_pairs`.
 """
 
 from __future__ import annotations
@@ -111,9 +114,9 @@ def _vllm(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[
 def _flops_optimal(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[np.int8]:
     m = model.mla_spec
     q, k = seg.new_tokens, seg.kv_tokens
-    if sparse and model.dsa is not None:
-        pairs = mla.sparse_pairs(q, k, model.dsa.index_topk)
-        absorb = mla.absorb_flops(m, q, k, heads=heads, pairs=pairs)
+    if sparse and model.dsa is not None:  # the slots the sparse kernel visits, as priced
+        slots = mla.sparse_slots(q, model.dsa.index_topk)
+        absorb = mla.absorb_flops(m, q, k, heads=heads, pairs=slots)
     else:
         absorb = mla.absorb_flops(m, q, k, heads=heads)
     expand = mla.expand_flops(m, q, k, heads=heads)

@@ -1,10 +1,11 @@
 """Expert-load imbalance: how much more than the mean the busiest EP GPU receives.
 
-Routing popularity is Zipf(s) over experts (s = 0: even). Experts sit on GPUs in a fixed
-pseudo-random order; EPLB adds redundant replicas of the hottest experts and packs replicas onto
-GPUs largest-first, which lowers the busiest GPU's share. On top of the static skew, a finite
-batch spreads tokens multinomially: the busiest of G GPUs sits ~sqrt(2 ln G) standard deviations
-above the mean.
+Routing popularity is Zipf(s) over experts (s = 0: even). Experts sit on GPUs in one fixed
+pseudo-random order, the same for every scenario and seed (a layout, not a draw: the cost model
+stays a pure function of the deployment); EPLB adds redundant replicas of the hottest experts
+and packs replicas onto GPUs largest-first, which lowers the busiest GPU's share. On top of the
+static skew, a finite batch spreads tokens multinomially: the busiest of G GPUs sits
+~sqrt(2 ln G) standard deviations above the mean.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import numpy as np
 def zipf_popularity(n_experts: int, s: float) -> np.ndarray:
     ranks = np.arange(1, n_experts + 1, dtype=np.float64)
     p = ranks**-s
-    order = np.random.default_rng(0).permutation(n_experts)  # popularity unrelated to expert id
+    # popularity unrelated to expert id, in one fixed layout: seed-independent by design, so the
+    # busiest GPU is a property of the deployment, not of a run's random draws
+    order = np.random.default_rng(0).permutation(n_experts)
     return (p / p.sum())[order]
 
 

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from sim.cost import mla
 from sim.cost.batch import OpTime
 from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED, SPARSE_ABSORB
-from sim.cost.memory import INDEXER_BYTES_PER_TOKEN_LAYER, WEIGHT_BYTES
+from sim.cost.memory import WEIGHT_BYTES, indexer_bytes_per_token_layer
 from sim.cost.pricing import ZERO, Pricer, combine
 from sim.specs.model import ModelSpec
 
@@ -30,10 +30,17 @@ class RankSegments:
     k: NDArray[np.float64]
     is_decode: NDArray[np.bool_]
     path: NDArray[np.int8]
+    samples: NDArray[np.bool_] | None = None  # segments that compute logits (None: all)
 
     @property
     def tokens(self) -> float:
         return float(self.q.sum())
+
+    @property
+    def sampling_prefills(self) -> int:
+        """Prefill segments that complete their prompt this step (one logits row each)."""
+        done = ~self.is_decode if self.samples is None else ~self.is_decode & self.samples
+        return int(done.sum())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,21 +104,25 @@ def mla_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
     dense_dec = (s.path == ABSORB) & s.is_decode
     sparse = s.path == SPARSE_ABSORB
     ops["mla_bmm"] = absorb_bmm(pr, c, float(s.q[dense_dec | sparse].sum()))
-    cores = []
+    cores: list[OpTime] = []
+    prefill: list[OpTime] = []
     if dense_dec.any():
         cores.append(_absorbed_decode(pr, c, s.q[dense_dec], s.k[dense_dec]))
-    if sparse.any():
-        cores.append(_sparse(pr, c, s.q[sparse], s.k[sparse], s.is_decode[sparse]))
+    if sparse.any():  # decode segments' sparse cores under attn_decode, extends' under prefill
+        for decode, out in ((True, cores), (False, prefill)):
+            sel = sparse & (s.is_decode == decode)
+            if sel.any():
+                out.append(_sparse(pr, c, s.q[sel], s.k[sel], decode))
         ops["dsa_indexer"] = dsa_indexer(pr, c, s.q[sparse], s.k[sparse], s.is_decode[sparse])
     ops["attn_decode"] = combine(*cores)
 
-    prefill = []
     ext_abs = absorbed & ~s.is_decode & ~sparse
     if ext_abs.any():  # short extends after a short prefix (SGLang MLA for extend)
         q, k = s.q[ext_abs], s.k[ext_abs]
         attrs = {"new_tokens": float(q.mean()), "prefix_len": float((k - q).mean()), "heads": h}
         flops = float(np.sum(mla.absorb_flops(mm, q, k, heads=h)))
-        bytes_ = float(k.sum()) * c.kv_bytes_layer + h * mm.kv_lora_rank * (qk + mm.v_head_dim)
+        weights = ACT * h * mm.kv_lora_rank * (mm.qk_nope_head_dim + mm.v_head_dim)  # W_UK, W_UV
+        bytes_ = float(k.sum()) * c.kv_bytes_layer + weights
         prefill.append(pr.op("mla_extend_absorb", attrs, flops, bytes_))
     for code, op in ((EXPAND, "mla_prefill"), (EXPAND_CHUNKED, "mla_prefill_chunked")):
         sel = s.path == code
@@ -155,18 +166,15 @@ def _absorbed_decode(
 
 
 def _sparse(
-    pr: Pricer,
-    c: RankContext,
-    q: NDArray[np.float64],
-    k: NDArray[np.float64],
-    dec: NDArray[np.bool_],
+    pr: Pricer, c: RankContext, q: NDArray[np.float64], k: NDArray[np.float64], decode: bool
 ) -> OpTime:
-    """Absorbed attention over the indexer's top-k (the kernel visits all top-k slots)."""
+    """Absorbed attention over the indexer's top-k (the kernel visits all top-k slots:
+    `mla.sparse_slots`), for decode segments or for extend/prefill segments."""
     mm, h = c.model.mla_spec, c.heads
-    slots = float(q.sum()) * c.topk
+    slots = float(np.sum(mla.sparse_slots(q, c.topk)))
     flops = slots * mla.absorb_pair_flops(mm, h)
     bytes_ = slots * c.kv_bytes_layer + float(q.sum()) * _latent_query_output_bytes(c)
-    if dec.all():
+    if decode:
         attrs: dict[str, object] = {
             "batch": float(len(q)),
             "kv_len": float(k.mean()),
@@ -187,30 +195,41 @@ def dsa_indexer(
     k: NDArray[np.float64],
     dec: NDArray[np.bool_],
 ) -> OpTime:
-    """Indexer scoring of every cached token (FP8) plus its small projections."""
+    """Indexer scoring of every cached token (FP8) plus its small projections.
+
+    Decode segments score each of their S query tokens against the whole cache (the decode
+    tables' convention); extend/prefill segments score causally, as `op_work` counts them.
+    """
     x = c.model.dsa
     assert x is not None
     width = x.index_n_heads * x.index_head_dim
-    flops = 2.0 * float(np.sum(q * k)) * width
-    bytes_ = float(k.sum()) * INDEXER_BYTES_PER_TOKEN_LAYER + float(q.sum()) * width
+    key_bytes = indexer_bytes_per_token_layer(c.model)
     dims = {"index_heads": x.index_n_heads, "index_dim": x.index_head_dim}
-    if dec.all():
-        attrs: dict[str, object] = {
-            "batch": float(len(q)),
-            "s_kv": float(k.mean()),
-            "next_n": int(q.max()),
-            **dims,
-        }
-        score = pr.op("dsa_indexer_decode", attrs, flops, bytes_, "fp8")
-    else:
-        attrs = {"s_q": float(q.sum()), "s_kv": float(k.mean()), **dims}
-        score = pr.op("dsa_indexer_prefill", attrs, flops, bytes_, "fp8")
+    scores = []
+    for decode, sel in ((True, dec), (False, ~dec)):
+        if not sel.any():
+            continue
+        qs, ks = q[sel], k[sel]
+        bytes_ = float(ks.sum()) * key_bytes + float(qs.sum()) * width
+        if decode:
+            flops = 2.0 * float(np.sum(qs * ks)) * width
+            attrs: dict[str, object] = {
+                "batch": float(len(qs)),
+                "s_kv": float(ks.mean()),
+                "next_n": int(qs.max()),
+                **dims,
+            }
+            scores.append(pr.op("dsa_indexer_decode", attrs, flops, bytes_, "fp8"))
+        else:
+            flops = 2.0 * float(np.sum(mla.causal_pairs(qs, ks))) * width
+            attrs = {"s_q": float(qs.sum()), "s_kv": float(ks.mean()), **dims}
+            scores.append(pr.op("dsa_indexer_prefill", attrs, flops, bytes_, "fp8"))
     mm, t = c.model.mla_spec, float(q.sum())
     proj = combine(
         gemm(pr, c, t, mm.q_lora_rank or c.model.hidden_size, width),
         gemm(pr, c, t, c.model.hidden_size, x.index_head_dim + x.index_n_heads),
     )
-    return combine(score, proj)
+    return combine(*scores, proj)
 
 
 def gqa_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:

@@ -17,7 +17,13 @@ from sim.specs.gpu import GB, GpuSpec
 from sim.specs.model import ModelSpec
 
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / (128 * 128), "fp4": 0.5 + 1.0 / 32}
-INDEXER_BYTES_PER_TOKEN_LAYER = 128 + 4  # FP8 key + fp32 scale (DSA indexer cache)
+FP32_SCALE_BYTES = 4.0
+
+
+def indexer_bytes_per_token_layer(model: ModelSpec) -> float:
+    """DSA indexer key cache per token per layer: `index_head_dim` FP8 values and one fp32 scale
+    (DeepSeek-V3.2: 132 B); 0 for a model without an indexer."""
+    return 0.0 if model.dsa is None else model.dsa.index_head_dim + FP32_SCALE_BYTES
 
 
 def dsa_active(model: ModelSpec, deployment: Deployment) -> bool:
@@ -53,7 +59,7 @@ def kv_bytes_per_token(model: ModelSpec, deployment: Deployment) -> float:
     """One copy of one token, all cached layers (what a PD transfer moves)."""
     per_layer = kv_bytes_per_token_layer(model, deployment.kv_dtype)
     if dsa_active(model, deployment):
-        per_layer += INDEXER_BYTES_PER_TOKEN_LAYER
+        per_layer += indexer_bytes_per_token_layer(model)
     return per_layer * cached_layers(model, deployment)
 
 
@@ -93,6 +99,13 @@ def weight_bytes_per_gpu(model: ModelSpec, deployment: Deployment) -> float:
         )
     embeddings = 2 * model.vocab_size * model.hidden_size * 2.0 / d.attn_tp  # BF16, vocab-parallel
     return (attn + ffn + mtp) * wb + embeddings
+
+
+def _fit_hint(weight_dtype: str) -> str:
+    """What to change when a deployment does not fit: smaller weights only if there are any."""
+    smaller = {"bf16": "fp8", "fp8": "fp4"}.get(weight_dtype)
+    weights = f"use {smaller.upper()} weights (weight_dtype: {smaller}), " if smaller else ""
+    return f"add GPUs (larger EP), {weights}or raise mem_fraction"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,8 +149,8 @@ def plan_memory(
             f"deployment {d.name!r} does not fit on {gpu.name}: weights {weights / GB:.1f} GB + "
             f"activations {reserve / GB:.1f} GB + minimum KV {min_kv / GB:.2f} GB "
             f"({d.chunked_prefill_tokens} tokens) exceed the usable {usable / GB:.1f} GB "
-            f"(mem_fraction {d.mem_fraction}) by {(min_kv - free) / GB:.1f} GB; add GPUs (larger "
-            "EP), use FP8 weights, or raise mem_fraction"
+            f"(mem_fraction {d.mem_fraction}) by {(min_kv - free) / GB:.1f} GB; "
+            f"{_fit_hint(d.weight_dtype)}"
         )
     per_gpu = max(int(free // per_token), 0)
     return MemoryPlan(

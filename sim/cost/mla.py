@@ -30,9 +30,11 @@ def causal_pairs(q: ArrayLike, k: ArrayLike) -> Num:
 
 
 def sparse_pairs(q: ArrayLike, k: ArrayLike, topk: int) -> Num:
-    """Pairs when each new token attends to at most `topk` of its causal context (DSA).
+    """Ideal pairs when each new token attends to at most `topk` of its causal context (DSA).
 
-    New token i (0-based) sees k - q + 1 + i tokens; it keeps min(that, topk).
+    New token i (0-based) sees k - q + 1 + i tokens; it keeps min(that, topk). This is the seeds'
+    min(L, k) work, the least any kernel must do; the sparse kernels visit `sparse_slots`, which
+    is what the cost model prices and what the dispatch policies compare.
     """
     qa, ka = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
     lo, hi = ka - qa + 1.0, ka  # context sizes of the first and last new token
@@ -40,6 +42,13 @@ def sparse_pairs(q: ArrayLike, k: ArrayLike, topk: int) -> Num:
     full = np.where(mid >= lo, (lo + mid) * (mid - lo + 1.0) / 2.0, 0.0)
     capped = np.maximum(0.0, hi - np.maximum(lo - 1.0, topk)) * topk  # ... the rest count topk
     return full + capped  # type: ignore[no-any-return]
+
+
+def sparse_slots(q: ArrayLike, topk: int) -> Num:
+    """Index slots DSA's sparse attention kernel visits: all `topk` for every new token, whatever
+    its context (FlashMLA's published sparse latencies are flat below kv_len = topk: the kernel
+    visits every slot of the top-k index, valid or not)."""
+    return np.asarray(q, dtype=np.float64) * float(topk)  # type: ignore[no-any-return]
 
 
 def projection_flops_per_token(m: MlaSpec, heads: int) -> float:

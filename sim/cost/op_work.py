@@ -14,7 +14,8 @@ P = causal pairs from `sim.cost.mla.causal_pairs`):
 - gemm / bmm / moe_*: 2mkn; operands in the compute dtype (FP8: 1 byte), outputs BF16.
 - dsa_attn_*: the kernel visits all `topk` index slots per query token (the published FlashMLA
   sparse latencies are flat below kv_len = topk).
-- dsa_indexer_*: FP8 keys plus an fp32 scale per cached token.
+- dsa_indexer_*: FP8 keys plus an fp32 scale per cached token; decode scores each of its
+  next_n query tokens against the whole cache, prefill scores causal pairs.
 - ep_dispatch: FP8 tokens plus one fp32 scale per 128 values; ep_combine: BF16. Bytes are per
   rank, sent over the link; comm ops have no FLOPs. One copy per selected expert, except normal
   (prefill) kernels over RDMA: one copy per distinct remote node (`comm.remote_copies`).

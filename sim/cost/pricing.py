@@ -6,7 +6,8 @@ The estimator prices the op's reference work at that point (`sim.cost.op_work`, 
 calibration tables use, so measured points come back exactly); the ratio of that time to its
 roofline is then applied to the step's actual work (every request's own context counted). The
 ratio is memoised per shape bucket (2^(1/16) steps per numeric attribute). Ops outside the
-vocabulary (GQA attention, linear attention) are priced by the roofline fallback.
+vocabulary are priced by the roofline fallback: GQA and linear-attention cores at the profile's
+attention efficiency (as MLA cores without a table are), the rest at its GEMM efficiency.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from sim.specs.profile import COMM_OPS, OP_ATTRIBUTES
 
 SOURCE_RANK = {"roofline": 0, "published": 1, "measured": 2}
 ZERO = OpTime(seconds=0.0, source="roofline")
+# attention cores outside the profile vocabulary: priced like attention, not like GEMMs
+FALLBACK_ATTENTION_OPS = frozenset({"gqa_decode", "gqa_prefill", "kda"})
 Attrs = Mapping[str, object]
 
 
@@ -46,6 +49,7 @@ class Pricer:
     estimator: OpEstimator
     mla_spec: MlaSpec | None = None
     fallback: OpEstimator | None = None
+    attention_fallback: OpEstimator | None = None  # FALLBACK_ATTENTION_OPS (default: fallback)
     _memo: dict[tuple[object, ...], tuple[float, str, bool]] = field(default_factory=dict)
 
     def op(self, op: str, attrs: Attrs, flops: float, bytes_: float, dtype: str = "bf16") -> OpTime:
@@ -64,7 +68,10 @@ class Pricer:
         self, op: str, attrs: Attrs, flops: float, bytes_: float, dtype: str
     ) -> tuple[float, str, bool]:
         if op not in OP_ATTRIBUTES:
-            est = (self.fallback or RooflineCost(self.gpu)).estimate(
+            fallback = self.fallback
+            if op in FALLBACK_ATTENTION_OPS and self.attention_fallback is not None:
+                fallback = self.attention_fallback
+            est = (fallback or RooflineCost(self.gpu)).estimate(
                 op, key=attrs, point={}, flops=flops, bytes_=bytes_, dtype=dtype
             )
             return est.seconds / roofline_seconds(self.gpu, flops, bytes_, dtype), est.source, False

@@ -2,7 +2,8 @@
 
 The busiest GPU sets the unit's MoE time: its token-expert pairs follow from the routing skew
 and EPLB replicas (`sim.cost.experts`); its grouped GEMMs read only the experts that receive
-tokens. Their activation kernels are in `sim.cost.elementwise`.
+tokens. Their activation kernels are in `sim.cost.elementwise`. The same skew sizes what the
+busiest GPU receives in the EP exchange (`receive_skew`, used by `sim.cost.comm_ops`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,17 @@ def busiest_tokens(model: ModelSpec, d: Deployment, unit_tokens: float) -> float
         d.expert_zipf_s,
         d.eplb_redundant_experts,
     )
+
+
+def receive_skew(model: ModelSpec, d: Deployment, unit_tokens: float) -> float:
+    """Token-expert pairs the busiest EP GPU receives, over what it receives under uniform random
+    routing without EPLB (how DeepEP's published benchmarks route): 1.0 for even routing; it
+    grows with Zipf skew and shrinks with EPLB replicas."""
+    if unit_tokens <= 0 or d.ep == 1:
+        return 1.0
+    moe = model.moe
+    even = busiest_gpu_tokens(unit_tokens * moe.experts_per_token, moe.n_routed_experts, d.ep, 0, 0)
+    return busiest_tokens(model, d, unit_tokens) / even
 
 
 def routed_gemms(

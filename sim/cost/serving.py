@@ -14,7 +14,7 @@ import numpy as np
 
 from sim.cost.batch import BatchShape, OpTime, StepCost
 from sim.cost.calibrated import CalibratedCost, check_model
-from sim.cost.comm_ops import unit_comm_ops
+from sim.cost.comm_ops import CommLoad, comm_loads, draft_comm, unit_comm_ops
 from sim.cost.dispatch import Segments, choose_paths
 from sim.cost.elementwise import draft_elementwise, rank_elementwise, routed_elementwise
 from sim.cost.layer_ops import (
@@ -63,17 +63,20 @@ class ServingCostModel:
         self.model, self.gpu, self.deployment = model, gpu, d
         self.memory = plan_memory(model, gpu, d)
         self.sparse = dsa_active(model, d)
-        fallback = RooflineCost(gpu)
+        fallback = attention_fallback = RooflineCost(gpu)
         if estimator is None and profile is not None:
             if model.attention == "mla":
                 check_model(profile, model)
             estimator = CalibratedCost(profile, gpu, profile_gpu)
             r = profile.roofline
-            fallback = RooflineCost(
-                gpu,
-                compute_efficiency=r.gemm_compute_efficiency.value,
-                memory_efficiency=r.memory_bandwidth_efficiency.value,
-                launch_overhead_s=r.launch_overhead_us.value * 1e-6,
+            fallback, attention_fallback = (
+                RooflineCost(
+                    gpu,
+                    compute_efficiency=e.value,
+                    memory_efficiency=r.memory_bandwidth_efficiency.value,
+                    launch_overhead_s=r.launch_overhead_us.value * 1e-6,
+                )
+                for e in (r.gemm_compute_efficiency, r.attention_compute_efficiency)
             )
         self.profile_name = profile.name if profile else f"{gpu.name} datasheet roofline"
         self.pricer = Pricer(
@@ -81,6 +84,7 @@ class ServingCostModel:
             estimator or fallback,
             mla_spec=model.mla if model.attention == "mla" else None,
             fallback=fallback,
+            attention_fallback=attention_fallback,
         )
         self.ctx = RankContext(
             model=model,
@@ -138,12 +142,13 @@ class ServingCostModel:
         crit = int(np.argmax(rank_s))
         if crit not in rank_ops:  # ties: a decode rank priced alike
             crit = max(rank_ops, key=lambda r: rank_s[r])
-        unit_ops = self._unit_ops(batch, tokens_r, float(tokens_r[crit]))
+        load, draft = comm_loads(batch, tokens_r, crit, mtp=self.deployment.mtp_draft_tokens > 0)
+        unit_ops = self._unit_ops(load, draft)
         ops = {**rank_ops[crit], **unit_ops}
         duration = sum(t.seconds for t in ops.values())
         saved = 0.0
         if self.deployment.two_batch_overlap and comm_time(unit_ops) > 0:
-            saved = self._overlap_saving(batch, tokens_r, crit, float(rank_s[crit]), unit_ops)
+            saved = self._overlap_saving(batch, load, crit, float(rank_s[crit]), unit_ops)
             duration -= saved
         return StepCost(
             duration_s=duration, rank_attention_s=rank_s, ops=ops, overlap_saved_s=saved
@@ -163,8 +168,13 @@ class ServingCostModel:
             )
         else:
             paths = np.zeros(len(q), dtype=np.int8)
+        samples = None if batch.samples_token is None else batch.samples_token[sel]
         return RankSegments(
-            q=q.astype(np.float64), k=k.astype(np.float64), is_decode=dec, path=paths
+            q=q.astype(np.float64),
+            k=k.astype(np.float64),
+            is_decode=dec,
+            path=paths,
+            samples=samples,
         )
 
     def _price_decode_ranks(
@@ -177,13 +187,11 @@ class ServingCostModel:
     ) -> None:
         """Price decode-only ranks. Ranks with the same batch size, verify width and context sums
         (to 2^(1/16)) share one pricing, memoised across steps."""
-        ranks, c, rank = batch.num_ranks, self.ctx, batch.rank
+        ranks, rank = batch.num_ranks, batch.rank
         k = batch.kv_tokens.astype(np.float64)
         s_q = int(batch.new_tokens[batch.is_decode].max())
         sig = n_r.astype(np.int64) << 40
-        sig += (_buckets(np.bincount(rank, weights=k, minlength=ranks)) + 1024) << 20
-        if c.topk:
-            sig += _buckets(np.bincount(rank, weights=np.minimum(k, c.topk), minlength=ranks))
+        sig += _buckets(np.bincount(rank, weights=k, minlength=ranks)) + 1024
         busy_ranks = np.flatnonzero(busy)
         uniq, first, inverse = np.unique(sig[busy_ranks], return_index=True, return_inverse=True)
         totals = np.empty(len(uniq))
@@ -212,7 +220,7 @@ class ServingCostModel:
         ops["moe_gate"] = scale(ffn["moe_gate"], m.moe_layers)
         ops["moe_shared"] = scale(ffn["moe_shared"], m.moe_layers)
         ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
-        logits = float(s.q[s.is_decode].sum() + (~s.is_decode).sum())
+        logits = float(s.q[s.is_decode].sum() + s.sampling_prefills)
         ops["lm_head"] = gemm(pr, c, logits, m.hidden_size, m.vocab_size // c.tp)
         ops["elementwise"] = rank_elementwise(pr, c, s)
         drafts = self.deployment.mtp_draft_tokens
@@ -237,44 +245,38 @@ class ServingCostModel:
         """One MoE layer's routed-expert GEMMs on the busiest EP GPU."""
         return routed_gemms(self.pricer, self.model, self.deployment, unit_tokens, decode_only)
 
-    def _unit_ops(
-        self, batch: BatchShape, tokens_r: np.ndarray, crit_tokens: float
-    ) -> dict[str, OpTime]:
+    def _unit_ops(self, load: CommLoad, draft: CommLoad | None) -> dict[str, OpTime]:
         """Unit-wide ops (routed experts, communication), memoised per 2^(1/16) token bucket."""
-        decode_only = bool(batch.is_decode.all())
-        n_dec = float(batch.is_decode.sum())
-        total = float(tokens_r.sum())
-        key = (decode_only, log_bucket(total), log_bucket(crit_tokens), log_bucket(n_dec))
+        key: tuple[object, ...] = (load.decode_only, *_load_key(load))
+        key += _load_key(draft) if draft else ()
         hit = self._unit_memo.get(key)
         if hit is None:
-            hit = self._unit_ops_uncached(total, crit_tokens, decode_only, n_dec)
+            hit = self._unit_ops_uncached(load, draft)
             if len(self._unit_memo) > 100_000:
                 self._unit_memo.clear()
             self._unit_memo[key] = hit
         return hit
 
-    def _unit_ops_uncached(
-        self, n: float, crit_tokens: float, decode_only: bool, n_dec: float
-    ) -> dict[str, OpTime]:
-        m, d = self.model, self.deployment
-        ops = {"moe_routed": scale(self._routed_moe(n, decode_only), m.moe_layers)}
-        act = routed_elementwise(self.pricer, m, d, n, decode_only, crit_tokens)
+    def _unit_ops_uncached(self, load: CommLoad, draft: CommLoad | None) -> dict[str, OpTime]:
+        m, d, pr, n = self.model, self.deployment, self.pricer, load.unit_tokens
+        ops = {"moe_routed": scale(self._routed_moe(n, load.decode_only), m.moe_layers)}
+        act = routed_elementwise(pr, m, d, n, load.decode_only, load.rank_tokens)
         ops["moe_elementwise"] = scale(act, m.moe_layers)
         drafts = d.mtp_draft_tokens
-        if drafts and n_dec > 0:
-            act = routed_elementwise(self.pricer, m, d, n_dec, True)
+        if draft is not None and draft.unit_tokens > 0:
+            n_dec = draft.unit_tokens
+            act = routed_elementwise(pr, m, d, n_dec, True)
             ops["mtp_draft_moe"] = scale(combine(self._routed_moe(n_dec, True), act), drafts)
-        ops.update(self._comm_ops(crit_tokens, decode_only))
+            comm = draft_comm(pr, m, d, self.gpu, draft, drafts)
+            if comm.seconds > 0:
+                ops["mtp_draft_comm"] = comm
+        ops.update(unit_comm_ops(pr, m, d, self.gpu, load))
         return ops
-
-    def _comm_ops(self, rank_tokens: float, decode_only: bool) -> dict[str, OpTime]:
-        m, d = self.model, self.deployment
-        return unit_comm_ops(self.pricer, m, d, self.gpu, rank_tokens, decode_only)
 
     def _overlap_saving(
         self,
         batch: BatchShape,
-        tokens_r: np.ndarray,
+        load: CommLoad,
         crit: int,
         rank_total: float,
         unit_ops: dict[str, OpTime],
@@ -282,22 +284,26 @@ class ServingCostModel:
         """Time two micro-batches save (negative when splitting costs more than it hides).
 
         Each half re-prices the routed experts and the communication at half the tokens (the
-        expert weights are read twice), and the critical rank's own work per micro-batch
+        expert weights are read twice; each half's exchange is again set by its busiest sender
+        or receiver), and the critical rank's own work per micro-batch
         (`_micro_batch_rank_s`). The halves are then scheduled layer by layer on a compute and a
         communication stream (`sim.cost.overlap`).
         """
-        m = self.model
-        decode_only = bool(batch.is_decode.all())
-        half = (float(tokens_r.sum()) / 2, float(tokens_r[crit]) / 2)
-        key = ("half", decode_only, log_bucket(half[0]), log_bucket(half[1]))
+        m, d, decode_only = self.model, self.deployment, load.decode_only
+        half = CommLoad(
+            rank_tokens=load.rank_tokens / 2,
+            sender_tokens=load.sender_tokens / 2,
+            unit_tokens=load.unit_tokens / 2,
+            decode_only=decode_only,
+        )
+        key = ("half", decode_only, *_load_key(half))
         hit = self._unit_memo.get(key)
         if hit is None:
-            gemms = self._routed_moe(half[0], decode_only)
-            act = routed_elementwise(
-                self.pricer, m, self.deployment, half[0], decode_only, rank_tokens=half[1]
-            )
+            n = half.unit_tokens
+            gemms = self._routed_moe(n, decode_only)
+            act = routed_elementwise(self.pricer, m, d, n, decode_only, half.rank_tokens)
             hit = {"moe_routed": combine(gemms, act)}  # SiLU runs between up and down
-            hit.update(self._comm_ops(float(half[1]), decode_only))
+            hit.update(unit_comm_ops(self.pricer, m, d, self.gpu, half))
             self._unit_memo[key] = hit
         layers = m.moe_layers
         # compute sharing SMs with DeepEP's normal kernels runs on the SMs they leave free
@@ -328,8 +334,6 @@ class ServingCostModel:
         key: tuple[int, ...] = (int(batch.new_tokens[sel].max()),)
         for idx in halves:
             key += (len(idx), log_bucket(float(k[idx].sum())))
-            if self.ctx.topk:
-                key += (log_bucket(float(np.minimum(k[idx], self.ctx.topk).sum())),)
         hit = self._micro_memo.get(key)
         if hit is None:
             s = self._segments(batch, sel)
@@ -348,6 +352,12 @@ def _buckets(x: np.ndarray) -> np.ndarray:
     """Integer 2^(1/16) buckets of positive sums (0 stays its own bucket)."""
     out: np.ndarray = np.where(x > 0, np.round(np.log2(np.maximum(x, 1e-9)) * 16), -1)
     return out.astype(np.int64)
+
+
+def _load_key(load: CommLoad) -> tuple[int, int, int]:
+    """2^(1/16) buckets of the token counts that size unit-wide work."""
+    u, r, s = load.unit_tokens, load.rank_tokens, load.sender_tokens
+    return log_bucket(u), log_bucket(r), log_bucket(s)
 
 
 def _total(ops: dict[str, OpTime]) -> float:

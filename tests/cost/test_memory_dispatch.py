@@ -72,6 +72,17 @@ def test_does_not_fit_says_by_how_much() -> None:
         plan_memory(V3, load_gpu("h800"), Deployment(name="x", attn_tp=8, moe_tp=8))
 
 
+def test_does_not_fit_suggests_smaller_weights_only_when_there_are() -> None:
+    h20 = load_gpu("h20")
+    with pytest.raises(ValueError, match=r"use FP8 weights \(weight_dtype: fp8\)"):
+        plan_memory(
+            QWEN, h20, Deployment(name="bf16", nodes=1, gpus_per_node=1, weight_dtype="bf16")
+        )
+    with pytest.raises(ValueError, match="does not fit") as fp8:
+        plan_memory(QWEN, h20, Deployment(name="fp8", nodes=1, gpus_per_node=1))
+    assert "FP8 weights" not in str(fp8.value) and "weight_dtype: fp4" in str(fp8.value)
+
+
 def test_heads_must_divide_attention_tp() -> None:
     six = Deployment(name="y", gpus_per_node=6, attn_tp=6)  # 64 heads do not split 6 ways
     with pytest.raises(ValueError, match="does not divide qwen3-235b-a22b's 64 attention heads"):

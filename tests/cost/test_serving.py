@@ -144,3 +144,69 @@ def test_wrong_model_shape_profile_is_refused() -> None:
     other = H800_PUB.model_copy(update={"model_shape": shape})
     with pytest.raises(ValueError, match="kv_lora_rank"):
         ServingCostModel(V3, H800, dp(), other)
+
+
+def test_lm_head_only_for_prefill_chunks_that_finish_their_prompt() -> None:
+    cm = ServingCostModel(V3, H800, dp(), H800_PUB)
+
+    def chunk(samples: bool | None) -> BatchShape:
+        flags = None if samples is None else np.array([samples])
+        return BatchShape(
+            num_ranks=16,
+            rank=np.zeros(1, dtype=np.int64),
+            new_tokens=np.array([4096]),
+            kv_tokens=np.array([8192]),
+            is_decode=np.array([False]),
+            samples_token=flags,
+        )
+
+    assert cm.step_cost(chunk(False)).ops["lm_head"].seconds == 0.0  # a middle chunk: no logits
+    last = cm.step_cost(chunk(True)).ops["lm_head"].seconds
+    assert last > 0 and last == cm.step_cost(chunk(None)).ops["lm_head"].seconds
+
+
+def test_extend_absorb_counts_work_as_its_table_does() -> None:
+    """A short extend on the absorbed path hands the pricer op_work's FLOPs and bytes (BF16
+    W_UK/W_UV weights over d_k + d_v), so a measured point would come back exactly."""
+    from sim.cost.op_work import op_work
+
+    cm = ServingCostModel(V3, H800, dp(), H800_PUB)
+    calls = []
+    price = cm.pricer.op
+
+    def spy(op: str, attrs: dict[str, object], flops: float, bytes_: float, *a: str) -> object:
+        calls.append((op, attrs, flops, bytes_))
+        return price(op, attrs, flops, bytes_, *a)
+
+    cm.pricer.op = spy  # type: ignore[assignment,method-assign]
+    batch = BatchShape(
+        num_ranks=16,
+        rank=np.zeros(1, dtype=np.int64),
+        new_tokens=np.array([64]),
+        kv_tokens=np.array([1088]),  # 1024 cached: SGLang's MLA path for extends
+        is_decode=np.array([False]),
+    )
+    cm.step_cost(batch)
+    ((_, attrs, flops, bytes_),) = [c for c in calls if c[0] == "mla_extend_absorb"]
+    assert (flops, bytes_) == pytest.approx(
+        op_work("mla_extend_absorb", attrs, mla_spec=V3.mla_spec)
+    )
+
+
+def test_gqa_and_kda_cores_use_the_attention_efficiency() -> None:
+    """Attention cores outside the profile vocabulary are priced like MLA cores without a table:
+    at the profile's attention efficiency, not its GEMM efficiency."""
+    rl = load_profile("h200-roofline")
+    r = rl.roofline
+    slow = r.attention_compute_efficiency.model_copy(update={"value": 0.25})
+    prof = rl.model_copy(
+        update={"roofline": r.model_copy(update={"attention_compute_efficiency": slow})}
+    )
+    qwen = load_model("qwen3-235b-a22b")
+    cm = ServingCostModel(qwen, H200, Deployment(name="tp4", attn_tp=4, moe_tp=8), prof)
+    flops = 1e12  # compute-bound: the efficiency sets the time
+    launch = r.launch_overhead_us.value * 1e-6
+    peak = H200.peak_flops_per_s("bf16")
+    for op in ("gqa_prefill", "gqa_decode", "kda"):
+        t = cm.pricer.op(op, {"heads": 16}, flops, 1.0)
+        assert t.seconds == pytest.approx(flops / (peak * 0.25) + launch, rel=1e-9)

@@ -1,0 +1,106 @@
+"""DSA inside a step: indexer and sparse-attention work in the tables' convention, one slot count
+for pricing and policy, and extends reported under prefill attention."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+
+from sim.catalog import load_gpu, load_model
+from sim.catalog.profiles import load_profile
+from sim.cost import mla
+from sim.cost.batch import BatchShape, OpTime
+from sim.cost.dispatch import EXPAND, SPARSE_ABSORB, Segments, choose_paths
+from sim.cost.memory import kv_bytes_per_token
+from sim.cost.op_work import op_work
+from sim.cost.serving import ServingCostModel
+from sim.specs import Deployment
+
+V32, H800 = load_model("deepseek-v3.2"), load_gpu("h800")
+H800_PUB = load_profile("h800-published")
+Call = tuple[str, dict[str, object], float, float, OpTime]
+
+
+def record_ops(cm: ServingCostModel) -> list[Call]:
+    """Every op the cost model prices from now on: (name, attrs, flops, bytes, time)."""
+    calls: list[Call] = []
+    price = cm.pricer.op
+
+    def spy(
+        op: str, attrs: Mapping[str, object], flops: float, bytes_: float, dtype: str = "bf16"
+    ) -> OpTime:
+        t = price(op, attrs, flops, bytes_, dtype)
+        calls.append((op, dict(attrs), flops, bytes_, t))
+        return t
+
+    cm.pricer.op = spy  # type: ignore[method-assign]
+    return calls
+
+
+def one_segment(q: int, k: int, ranks: int = 16, decode: bool = False) -> BatchShape:
+    return BatchShape(
+        num_ranks=ranks,
+        rank=np.zeros(1, dtype=np.int64),
+        new_tokens=np.array([q]),
+        kv_tokens=np.array([k]),
+        is_decode=np.array([decode]),
+    )
+
+
+def dp(**kw: object) -> Deployment:
+    return Deployment(name="dp", nodes=2, attn_tp=1, **kw)  # type: ignore[arg-type]
+
+
+def test_indexer_prefill_table_point_comes_back_exactly() -> None:
+    """Published DSA indexer: 4096 new tokens over an 8192-token cache, 366.418 us per layer.
+    The step counts the indexer's causal pairs, as the table does."""
+    cm = ServingCostModel(V32, H800, dp(), H800_PUB)
+    calls = record_ops(cm)
+    cm.step_cost(one_segment(4096, 8192))
+    (score,) = [c for c in calls if c[0] == "dsa_indexer_prefill"]
+    flops, bytes_ = op_work("dsa_indexer_prefill", score[1])
+    assert (score[2], score[3]) == pytest.approx((flops, bytes_), rel=1e-12)
+    assert score[4].seconds == pytest.approx(366.418e-6, rel=1e-9)
+    assert score[4].source == "published" and not score[4].extrapolated
+
+
+def test_sparse_extend_is_prefill_attention() -> None:
+    cm = ServingCostModel(V32, H800, dp(), H800_PUB)
+    step = cm.step_cost(one_segment(4096, 8192))  # max length > 2048: sparse under SGLang
+    assert step.ops["attn_decode"].seconds == 0.0
+    assert step.ops["attn_prefill"].seconds > 0 and step.ops["attn_prefill"].source == "published"
+    decode = cm.step_cost(one_segment(1, 8192, decode=True))
+    assert decode.ops["attn_decode"].seconds > 0 and "attn_prefill" not in decode.ops
+
+
+def test_policy_and_pricing_count_the_same_sparse_slots() -> None:
+    """128 new tokens after 896 cached ones: with the ideal min(L, k) pairs absorb would look
+    cheaper than expand; the kernel visits all 2048 top-k slots per token, which is what the
+    step prices, so flops_optimal expands."""
+    topk, q, k = V32.dsa.index_topk, 128, 1024  # type: ignore[union-attr]
+    m, h = V32.mla_spec, V32.num_heads
+    ideal = mla.absorb_flops(m, q, k, heads=h, pairs=mla.sparse_pairs(q, k, topk))
+    expand = mla.expand_flops(m, q, k, heads=h)
+    assert ideal < expand < mla.absorb_flops(m, q, k, heads=h, pairs=mla.sparse_slots(q, topk))
+    seg = Segments(new_tokens=np.array([q]), kv_tokens=np.array([k]), is_decode=np.array([False]))
+    assert list(choose_paths("flops_optimal", V32, seg, sparse=True)) == [EXPAND]
+    # the same segment forced onto the sparse path is priced over q x topk slots
+    cm = ServingCostModel(V32, H800, dp(), H800_PUB)
+    calls = record_ops(cm)
+    cm.step_cost(one_segment(q, 40_000))  # long cache: SGLang runs the extend sparse
+    (attn,) = [c for c in calls if c[0] == "dsa_attn_prefill"]
+    assert attn[2] == pytest.approx(q * topk * mla.absorb_pair_flops(m, h), rel=1e-12)
+    long = Segments(
+        new_tokens=np.array([q]), kv_tokens=np.array([40_000]), is_decode=np.array([False])
+    )
+    assert list(choose_paths("sglang", V32, long, sparse=True)) == [SPARSE_ABSORB]
+
+
+def test_indexer_cache_follows_the_models_index_head_dim() -> None:
+    dsa = V32.dsa.model_copy(update={"index_head_dim": 64})  # type: ignore[union-attr]
+    narrow = V32.model_copy(update={"dsa": dsa})
+    d = Deployment(name="d")
+    per_layer = (kv_bytes_per_token(V32, d) - kv_bytes_per_token(narrow, d)) / V32.num_layers
+    assert per_layer == 128 - 64  # FP8 keys, the fp32 scale unchanged

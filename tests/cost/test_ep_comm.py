@@ -1,0 +1,104 @@
+"""EP dispatch/combine: set by the GPU that moves the most bytes (busiest sender or receiver)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.catalog import load_gpu, load_model
+from sim.catalog.profiles import load_profile
+from sim.cost import comm_ops, serving
+from sim.cost.batch import BatchShape
+from sim.cost.comm_ops import CommLoad
+from sim.cost.routed import receive_skew
+from sim.cost.serving import ServingCostModel
+from sim.specs import Deployment
+
+V3, H800 = load_model("deepseek-v3"), load_gpu("h800")
+H800_PUB = load_profile("h800-published")
+
+
+def unit(counts: list[int], kv: list[int], s_q: int = 1) -> BatchShape:
+    """Decode step: counts[r] requests on rank r, each with kv[r] cached tokens."""
+    rank = np.repeat(np.arange(len(counts)), counts)
+    return BatchShape(
+        num_ranks=len(counts),
+        rank=rank,
+        new_tokens=np.full(rank.size, s_q),
+        kv_tokens=np.repeat(np.array(kv), counts),
+        is_decode=np.ones(rank.size, dtype=bool),
+    )
+
+
+def ep32(**kw: object) -> Deployment:
+    return Deployment(name="ep32", nodes=4, attn_tp=1, **kw)  # type: ignore[arg-type]
+
+
+def comm(step: object) -> tuple[float, float]:
+    ops = step.ops  # type: ignore[attr-defined]
+    return ops["ep_dispatch"].seconds, ops["ep_combine"].seconds
+
+
+def test_skewed_routing_grows_the_exchange_with_the_busiest_receiver() -> None:
+    batch = unit([128] * 32, [2048] * 32)
+    even = ServingCostModel(V3, H800, ep32()).step_cost(batch)
+    skewed_d = ep32(expert_zipf_s=1.2)
+    skewed = ServingCostModel(V3, H800, skewed_d).step_cost(batch)
+    factor = receive_skew(V3, skewed_d, 32 * 128)
+    assert factor > 4  # one GPU holds the hottest expert: it receives several times the mean
+    # the datasheet link roofline is linear in bytes: the exchange scales by exactly that factor
+    for s, e in zip(comm(skewed), comm(even), strict=True):
+        assert s == pytest.approx(factor * e, rel=1e-9)
+    # EPLB replicas bring the busiest receiver back near the mean
+    eplb = ServingCostModel(V3, H800, ep32(expert_zipf_s=1.2, eplb_redundant_experts=32))
+    assert comm(eplb.step_cost(batch))[0] < 1.2 * comm(even)[0]
+
+
+def test_even_routing_keeps_deepeps_published_point() -> None:
+    """DeepEP's table (128 tokens per rank, uniform random routing, EP32 over RDMA) comes back
+    exactly: even routing adds no receiver imbalance beyond the benchmark's own."""
+    cm = ServingCostModel(V3, H800, ep32(), H800_PUB)
+    step = cm.step_cost(unit([128] * 32, [2048] * 32))
+    per_layer = step.ops["ep_dispatch"].seconds / V3.moe_layers
+    # the table's bytes count all 8 copies; a GPU sends 8 x 31/32 of them off-GPU
+    assert per_layer == pytest.approx(155e-6 * 31 / 32, rel=1e-9)
+    assert step.ops["ep_dispatch"].source == "published"
+
+
+def test_the_rank_with_most_tokens_sets_the_exchange() -> None:
+    """One rank at 128 requests (short contexts), 31 at 8 requests (long contexts, slowest
+    attention): the exchange is priced at the 128-token rank, as in a unit of 128 everywhere."""
+    cm = ServingCostModel(V3, H800, ep32())
+    imbalanced = cm.step_cost(unit([128] + [8] * 31, [100] + [20000] * 31))
+    assert int(np.argmax(imbalanced.rank_attention_s)) != 0  # attention's slowest is another
+    full = cm.step_cost(unit([128] * 32, [2048] * 32))
+    for a, b in zip(comm(imbalanced), comm(full), strict=True):
+        assert a == pytest.approx(b, rel=1e-9)
+
+
+def test_each_overlap_half_is_sized_by_its_busiest_sender(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads: list[CommLoad] = []
+
+    def spy(*args: object) -> object:
+        loads.append(args[-1])  # type: ignore[arg-type]
+        return comm_ops.unit_comm_ops(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(serving, "unit_comm_ops", spy)
+    cm = ServingCostModel(V3, H800, ep32(two_batch_overlap=True))
+    cm.step_cost(unit([128] + [8] * 31, [100] + [20000] * 31))
+    full, half = loads
+    assert full.sender_tokens == 128 and half.sender_tokens == 64
+    assert half.unit_tokens == (128 + 31 * 8) / 2 and half.rank_tokens == 4
+
+
+def test_mtp_draft_passes_pay_their_exchange() -> None:
+    """Each draft pass runs one MoE layer over the decode requests (one token each): its
+    dispatch and combine are one layer's, at half the verify step's S = 2 tokens."""
+    d = ep32(mtp_draft_tokens=2, mtp_acceptance=(0.8,))
+    step = ServingCostModel(V3, H800, d).step_cost(unit([64] * 32, [4096] * 32, s_q=3))
+    one_layer = sum(comm(step)) / V3.moe_layers
+    assert step.ops["mtp_draft_comm"].seconds == pytest.approx(2 * one_layer / 3, rel=1e-9)
+    tp = Deployment(name="tp", attn_tp=8, moe_tp=8, mtp_draft_tokens=1, mtp_acceptance=(0.8,))
+    tp_step = ServingCostModel(V3, load_gpu("h200"), tp).step_cost(unit([64], [4096], s_q=2))
+    per_layer = tp_step.ops["tp_allreduce"].seconds / V3.num_layers
+    assert tp_step.ops["mtp_draft_comm"].seconds == pytest.approx(per_layer / 2, rel=1e-9)
