@@ -1,6 +1,8 @@
 """Expert-load imbalance: how much more than the mean the busiest EP GPU receives.
 
-Routing popularity is Zipf(s) over experts (s = 0: even). Experts sit on GPUs in one fixed
+Routing popularity is Zipf(s) over experts (s = 0: even), capped at 1/k of all token-expert
+pairs for top-k routing (a token picks k distinct experts, so no expert can receive more than
+every token; the excess goes to the others in proportion). Experts sit on GPUs in one fixed
 pseudo-random order, the same for every scenario and seed (a layout, not a draw: the cost model
 stays a pure function of the deployment); EPLB adds redundant replicas of the hottest experts
 and packs replicas onto GPUs largest-first, which lowers the busiest GPU's share. On top of the
@@ -16,19 +18,39 @@ from functools import cache
 import numpy as np
 
 
-def zipf_popularity(n_experts: int, s: float) -> np.ndarray:
+def cap_shares(p: np.ndarray, cap: float) -> np.ndarray:
+    """Shares summing to 1 with none above `cap`: the excess is spread over the uncapped ones in
+    proportion to their shares (repeated until none overflows)."""
+    if cap * len(p) < 1.0:
+        raise ValueError(f"{len(p)} shares cannot each stay at or below {cap:g}")
+    p = p.astype(np.float64, copy=True)
+    for _ in range(len(p)):
+        over = p > cap * (1.0 + 1e-12)
+        if not over.any():
+            break
+        excess = float((p[over] - cap).sum())
+        p[over] = cap
+        room = p < cap
+        p[room] += excess * p[room] / p[room].sum()
+    return p
+
+
+def zipf_popularity(n_experts: int, s: float, experts_per_token: int = 1) -> np.ndarray:
+    """Each expert's share of token-expert pairs: Zipf(s), capped at 1/experts_per_token."""
     ranks = np.arange(1, n_experts + 1, dtype=np.float64)
-    p = ranks**-s
+    p = cap_shares(ranks**-s / np.sum(ranks**-s), 1.0 / experts_per_token)
     # popularity unrelated to expert id, in one fixed layout: seed-independent by design, so the
     # busiest GPU is a property of the deployment, not of a run's random draws
     order = np.random.default_rng(0).permutation(n_experts)
-    return (p / p.sum())[order]
+    return p[order]
 
 
 @cache
-def static_gpu_shares(n_experts: int, ep: int, zipf_s: float, redundant: int) -> tuple[float, ...]:
+def static_gpu_shares(
+    n_experts: int, ep: int, zipf_s: float, redundant: int, experts_per_token: int = 1
+) -> tuple[float, ...]:
     """Share of all routed tokens each EP GPU receives, busiest first."""
-    p = zipf_popularity(n_experts, zipf_s)
+    p = zipf_popularity(n_experts, zipf_s, experts_per_token)
     if redundant == 0:
         per_gpu = math.ceil(n_experts / ep)
         loads = np.zeros(ep)
@@ -49,23 +71,33 @@ def static_gpu_shares(n_experts: int, ep: int, zipf_s: float, redundant: int) ->
 
 
 def busiest_gpu_tokens(
-    routed_tokens: float, n_experts: int, ep: int, zipf_s: float, redundant: int
+    routed_tokens: float,
+    n_experts: int,
+    ep: int,
+    zipf_s: float,
+    redundant: int,
+    experts_per_token: int = 1,
 ) -> float:
-    """Expected token-expert assignments on the busiest EP GPU for `routed_tokens` assignments."""
+    """Expected token-expert assignments on the busiest EP GPU for `routed_tokens` assignments
+    of top-`experts_per_token` routing."""
     if ep == 1 or routed_tokens <= 0:
         return routed_tokens
-    shares = np.asarray(static_gpu_shares(n_experts, ep, zipf_s, redundant))
+    shares = np.asarray(static_gpu_shares(n_experts, ep, zipf_s, redundant, experts_per_token))
     mean = routed_tokens * shares
     spread = np.sqrt(routed_tokens * shares * (1.0 - shares)) * math.sqrt(2.0 * math.log(ep))
     return float(np.max(mean + spread))
 
 
 def imbalance_factor(
-    routed_tokens: float, n_experts: int, ep: int, zipf_s: float, redundant: int
+    routed_tokens: float,
+    n_experts: int,
+    ep: int,
+    zipf_s: float,
+    redundant: int,
+    experts_per_token: int = 1,
 ) -> float:
     """Busiest GPU's load over the mean GPU's load (1.0 = perfect balance)."""
     if routed_tokens <= 0:
         return 1.0
-    return busiest_gpu_tokens(routed_tokens, n_experts, ep, zipf_s, redundant) / (
-        routed_tokens / ep
-    )
+    busiest = busiest_gpu_tokens(routed_tokens, n_experts, ep, zipf_s, redundant, experts_per_token)
+    return busiest / (routed_tokens / ep)

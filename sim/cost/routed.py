@@ -26,8 +26,9 @@ def busiest_tokens(model: ModelSpec, d: Deployment, unit_tokens: float) -> float
         unit_tokens * moe.experts_per_token,
         moe.n_routed_experts,
         d.ep,
-        d.expert_zipf_s,
+        d.expert_zipf_exponent,
         d.eplb_redundant_experts,
+        moe.experts_per_token,
     )
 
 
@@ -38,7 +39,8 @@ def receive_skew(model: ModelSpec, d: Deployment, unit_tokens: float) -> float:
     if unit_tokens <= 0 or d.ep == 1:
         return 1.0
     moe = model.moe
-    even = busiest_gpu_tokens(unit_tokens * moe.experts_per_token, moe.n_routed_experts, d.ep, 0, 0)
+    pairs, k = unit_tokens * moe.experts_per_token, moe.experts_per_token
+    even = busiest_gpu_tokens(pairs, moe.n_routed_experts, d.ep, 0, 0, k)
     return busiest_tokens(model, d, unit_tokens) / even
 
 

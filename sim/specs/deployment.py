@@ -105,11 +105,6 @@ class Deployment(Spec):
     )
 
     @property
-    def expert_zipf_s(self) -> float:
-        """Former name of `expert_zipf_exponent` (kept for callers not yet renamed)."""
-        return self.expert_zipf_exponent
-
-    @property
     def gpus(self) -> int:
         """GPUs in one unit."""
         return self.nodes * self.gpus_per_node

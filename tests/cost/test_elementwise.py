@@ -135,7 +135,9 @@ def test_gqa_and_unrotated_models_run_only_the_kernels_they_have() -> None:
 
 def test_routed_activation_on_the_busiest_gpu() -> None:
     d = dp()
-    busiest = busiest_gpu_tokens(1024 * 8, 256, d.ep, d.expert_zipf_s, d.eplb_redundant_experts)
+    busiest = busiest_gpu_tokens(
+        1024 * 8, 256, d.ep, d.expert_zipf_exponent, d.eplb_redundant_experts, 8
+    )
     fused = ew.routed_kernels(V3, d, 1024, decode_only=True)
     assert [k.name for k in fused] == ["routed_silu_mul_quant"]
     assert fused[0].tokens == pytest.approx(busiest)
@@ -148,7 +150,9 @@ def test_prefill_steps_add_deepep_normal_mode_kernels() -> None:
     """Contiguous layout: quant before the dispatch (the rank's tokens), scatter into per-expert
     rows and weighted gather back (the busiest GPU's token-expert pairs)."""
     d = dp()
-    busiest = busiest_gpu_tokens(1024 * 8, 256, d.ep, d.expert_zipf_s, d.eplb_redundant_experts)
+    busiest = busiest_gpu_tokens(
+        1024 * 8, 256, d.ep, d.expert_zipf_exponent, d.eplb_redundant_experts, 8
+    )
     split = {k.name: k for k in ew.routed_kernels(V3, d, 1024, False, rank_tokens=64)}
     assert list(split) == [
         "routed_silu_mul", "routed_quant_down_input", "quant_dispatch_input", "ep_scatter",

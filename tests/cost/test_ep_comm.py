@@ -42,7 +42,7 @@ def comm(step: object) -> tuple[float, float]:
 def test_skewed_routing_grows_the_exchange_with_the_busiest_receiver() -> None:
     batch = unit([128] * 32, [2048] * 32)
     even = ServingCostModel(V3, H800, ep32()).step_cost(batch)
-    skewed_d = ep32(expert_zipf_s=1.2)
+    skewed_d = ep32(expert_zipf_exponent=1.2)
     skewed = ServingCostModel(V3, H800, skewed_d).step_cost(batch)
     factor = receive_skew(V3, skewed_d, 32 * 128)
     assert factor > 4  # one GPU holds the hottest expert: it receives several times the mean
@@ -50,7 +50,7 @@ def test_skewed_routing_grows_the_exchange_with_the_busiest_receiver() -> None:
     for s, e in zip(comm(skewed), comm(even), strict=True):
         assert s == pytest.approx(factor * e, rel=1e-9)
     # EPLB replicas bring the busiest receiver back near the mean
-    eplb = ServingCostModel(V3, H800, ep32(expert_zipf_s=1.2, eplb_redundant_experts=32))
+    eplb = ServingCostModel(V3, H800, ep32(expert_zipf_exponent=1.2, eplb_redundant_experts=32))
     assert comm(eplb.step_cost(batch))[0] < 1.2 * comm(even)[0]
 
 

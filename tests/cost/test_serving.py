@@ -118,8 +118,10 @@ def test_each_micro_batch_reads_the_attention_weights_again() -> None:
 
 
 def test_eplb_lowers_the_busiest_expert_gpu() -> None:
-    skew = ServingCostModel(V3, H800, dp(nodes=4, expert_zipf_s=0.8))
-    eplb = ServingCostModel(V3, H800, dp(nodes=4, expert_zipf_s=0.8, eplb_redundant_experts=32))
+    skew = ServingCostModel(V3, H800, dp(nodes=4, expert_zipf_exponent=0.8))
+    eplb = ServingCostModel(
+        V3, H800, dp(nodes=4, expert_zipf_exponent=0.8, eplb_redundant_experts=32)
+    )
     batch = decode_batch(32, 1024, 2000)  # compute-bound experts: load, not weights, sets time
     assert (
         eplb.step_cost(batch).ops["moe_routed"].seconds

@@ -1,0 +1,39 @@
+"""Expert popularity: Zipf shares capped at 1/k for top-k routing, and the busiest EP GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.cost.experts import busiest_gpu_tokens, cap_shares, zipf_popularity
+
+
+def test_no_expert_gets_more_than_every_token() -> None:
+    raw = zipf_popularity(256, 1.2)  # uncapped: the hottest expert takes a quarter of the pairs
+    assert raw.max() > 0.2
+    p = zipf_popularity(256, 1.2, experts_per_token=8)
+    assert p.sum() == pytest.approx(1.0)
+    assert p.max() == pytest.approx(1 / 8)  # every token picks it: 1 of its 8 pairs
+    # the excess goes to the others in proportion: their order is kept
+    order = np.argsort(-raw)
+    assert np.all(np.diff(p[order]) <= 1e-15)
+
+
+def test_cap_is_exact_and_leaves_feasible_shares_alone() -> None:
+    even = np.full(8, 1 / 8)
+    assert np.array_equal(cap_shares(even, 1 / 8), even)
+    skewed = np.array([0.7, 0.2, 0.05, 0.05])
+    capped = cap_shares(skewed, 0.4)
+    assert capped == pytest.approx([0.4, 0.4, 0.1, 0.1])  # 0.2 overflows once the 0.3 is spread
+    with pytest.raises(ValueError, match="cannot each stay at or below"):
+        cap_shares(skewed, 0.2)
+
+
+def test_capping_lowers_the_busiest_gpu_under_strong_skew() -> None:
+    pairs = 4096 * 8
+    uncapped = busiest_gpu_tokens(pairs, 256, 32, 1.2, 0)
+    capped = busiest_gpu_tokens(pairs, 256, 32, 1.2, 0, experts_per_token=8)
+    assert capped < uncapped
+    assert busiest_gpu_tokens(pairs, 256, 32, 0.0, 0, 8) == busiest_gpu_tokens(
+        pairs, 256, 32, 0.0, 0
+    )
