@@ -39,13 +39,13 @@ def default_cost_factory(
 
 
 def load_profile_for(scenario: Scenario) -> Profile | None:
-    """The scenario's profile by name or path; `null` prices every op on the GPU's datasheet
-    roofline (efficiency 1, no launch cost), labelled "roofline"."""
-    if scenario.profile is None:
-        return None
-    from sim.catalog.profiles import load_profile
+    """The scenario's profile (`sim.catalog.profiles.scenario_profile_name`: omitted means the
+    GPU's `<gpu>-roofline`); None for the bare datasheet roofline (efficiency 1, no launch cost),
+    whose ops are labelled "roofline"."""
+    from sim.catalog.profiles import load_profile, scenario_profile_name
 
-    return load_profile(scenario.profile)
+    name = scenario_profile_name(scenario.profile, load_gpu(scenario.gpu).name)
+    return None if name is None else load_profile(name)
 
 
 def load_trace(scenario: Scenario) -> Batch | None:

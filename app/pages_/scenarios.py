@@ -52,7 +52,9 @@ def expectation_rows(text: str, results: Results) -> list[dict[str, Any]]:
     if not exprs:
         return []
     try:
-        ns = build_namespace(results_dict(results), compute_probes(raw.get("probes")))
+        ns = build_namespace(
+            results_dict(results), compute_probes(raw.get("probes"), raw.get("profile"))
+        )
     except (ExpectError, ProbeError) as exc:
         return [{"expectation": "(namespace)", "ok": False, "detail": str(exc)}]
     rows = []
@@ -67,8 +69,9 @@ def expectation_rows(text: str, results: Results) -> list[dict[str, Any]]:
 
 
 def _summary(sc: Scenario) -> None:
+    profile = sc.profile or f"{sc.gpu}-roofline (default)"
     st.caption(
-        f"**{sc.name}** · {sc.model} on {sc.gpu} · profile {sc.profile or 'roofline'} · "
+        f"**{sc.name}** · {sc.model} on {sc.gpu} · profile {profile} · "
         f"workload {sc.workload.kind} · deployments: {', '.join(d.name for d in sc.deployments)}"
     )
     if sc.description:

@@ -19,6 +19,24 @@ from sim.catalog import CatalogError, _names, _read, _resolve
 from sim.specs.base import error_lines
 from sim.specs.profile import SUPPORTED_SCHEMA_VERSIONS, Profile, unsupported_version_message
 
+DATASHEET = "datasheet"  # a scenario's `profile:` for the bare datasheet roofline
+
+
+def scenario_profile_name(profile: str | None, gpu_name: str) -> str | None:
+    """The profile a scenario's (or probe's) `profile:` selects; None means the bare datasheet.
+
+    Omitted: the GPU's bundled `<gpu>-roofline` (efficiencies and launch cost derived from
+    published kernel benchmarks), or the datasheet for a GPU without one; `datasheet`: the bare
+    datasheet roofline (efficiency 1, no launch cost: ideal physics); anything else: that
+    profile's name or path.
+    """
+    if profile == DATASHEET:
+        return None
+    if profile is None:
+        name = f"{gpu_name}-roofline"
+        return name if name in profile_names() else None
+    return profile
+
 
 def profile_names() -> list[str]:
     """Names of the bundled profiles."""

@@ -119,7 +119,7 @@ def run_one(path: Path, runner: Runner, update_golden: bool = False) -> Scenario
             raise ValueError(f"{path}: a scenario is a YAML mapping, got {type(raw).__name__}")
         name = str(raw.get("name", name))
         exprs, policy = _check_blocks(path, text, raw)
-        probe_values = _probes(path, text, raw.get("probes"))
+        probe_values = _probes(path, text, raw.get("probes"), raw.get("profile"))
         results = runner(path, text)
         ns = build_namespace(results, probe_values)
         rows += [_expect_row(e, ns) for e in exprs]
@@ -154,11 +154,11 @@ def _check_blocks(
     return list(exprs), policy
 
 
-def _probes(path: Path, text: str, raw: Any) -> dict[str, Any]:
+def _probes(path: Path, text: str, raw: Any, profile: Any) -> dict[str, Any]:
     if raw is not None and not isinstance(raw, dict):
         raise ProbeError(f"{where(path, text, ['probes'])}: `probes` must be a mapping")
     try:
-        return compute_probes(raw)
+        return compute_probes(raw, None if profile is None else str(profile))
     except ProbeError as exc:
         at = where(path, text, ["probes", exc.probe])
         raise ProbeError(f"{at}: {exc}", exc.probe) from None

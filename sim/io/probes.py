@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import Field, TypeAdapter, ValidationError
 
 from sim.catalog import load_gpu, load_model
+from sim.catalog.profiles import load_profile, scenario_profile_name
 from sim.cost import dispatch, intensity, mla
 from sim.specs.base import Spec
 from sim.specs.model import ModelSpec
@@ -107,6 +108,12 @@ class StepCostProbe(_ModelProbe):
     )
     new_tokens: int = Field(default=1, ge=1, description="Tokens per request this step.")
     decode: bool = Field(default=True, description="Decode/verify segments (else prefill/extend).")
+    profile: str | None = Field(
+        default=None,
+        description="Calibration profile name or path, or 'datasheet' for the bare datasheet "
+        "roofline; omitted: the scenario's `profile` (itself defaulting to the probe GPU's "
+        "'<gpu>-roofline').",
+    )
 
 
 Probe = Annotated[
@@ -190,7 +197,13 @@ def _step_cost(p: StepCostProbe) -> ProbeValue:
         kv_tokens=np.repeat(np.array(kv, dtype=np.int64), counts),
         is_decode=np.full(rank.size, p.decode),
     )
-    cost = ServingCostModel(load_model(p.model), load_gpu(p.gpu), dep).step_cost(batch)
+    gpu = load_gpu(p.gpu)
+    name = scenario_profile_name(p.profile, gpu.name)
+    profile = None if name is None else load_profile(name)
+    measured_on = profile.device.gpu if profile is not None else None
+    lender = load_gpu(measured_on) if measured_on and measured_on != gpu.name else None
+    model = ServingCostModel(load_model(p.model), gpu, dep, profile, profile_gpu=lender)
+    cost = model.step_cost(batch)
     return {
         "duration_s": cost.duration_s,
         "rank_imbalance": cost.rank_imbalance,
@@ -234,11 +247,16 @@ def parse_probe(name: str, raw: Any) -> Probe:
         raise ProbeError(f"probe {name!r} ({raw['kind']}): " + "; ".join(lines), name) from None
 
 
-def compute_probes(raw: Mapping[str, Any] | None) -> dict[str, ProbeValue]:
-    """Values of every probe in a scenario's `probes:` block, by name."""
+def compute_probes(
+    raw: Mapping[str, Any] | None, default_profile: str | None = None
+) -> dict[str, ProbeValue]:
+    """Values of every probe in a scenario's `probes:` block, by name. `default_profile` (the
+    scenario's `profile:`) prices step_cost probes that name no profile of their own."""
     out: dict[str, ProbeValue] = {}
     for name, entry in (raw or {}).items():
         probe = parse_probe(str(name), entry)
+        if isinstance(probe, StepCostProbe) and probe.profile is None:
+            probe = probe.model_copy(update={"profile": default_profile})
         try:
             out[str(name)] = PROBES[probe.kind](probe)
         except (ValueError, LookupError) as exc:

@@ -112,8 +112,9 @@ class Scenario(Spec):
     gpu: str = Field(description="Catalog GPU name ('h200') or a GPU YAML path.")
     profile: str | None = Field(
         default=None,
-        description="Calibration profile name or path (e.g. 'h800-published', 'h200-roofline' "
-        "with efficiencies from published kernels); null: the GPU's bare datasheet roofline.",
+        description="Calibration profile name or path (e.g. 'h800-published'). Omitted: the "
+        "GPU's bundled '<gpu>-roofline' (efficiencies and launch cost derived from published "
+        "kernels); 'datasheet': the bare datasheet roofline (efficiency 1, no launch cost).",
     )
     deployments: list[AnyDeployment] = Field(
         min_length=1, description="Layouts to compare; PD entries have prefill/decode keys."
@@ -155,7 +156,7 @@ class Scenario(Spec):
         field and line. CatalogError is a ValueError."""
         # imported here: sim.catalog builds specs, so it cannot be imported at module level
         from sim.catalog import load_gpu, load_model
-        from sim.catalog.profiles import load_profile
+        from sim.catalog.profiles import DATASHEET, load_profile
 
         try:
             gpu = load_gpu(self.gpu)
@@ -165,9 +166,9 @@ class Scenario(Spec):
             model = load_model(self.model)
         except ValueError as exc:
             raise ValueError(f"model: {exc}") from None
-        if self.profile is not None:
+        if self.profile not in (None, DATASHEET):
             try:
-                measured_on = load_profile(self.profile).device.gpu
+                measured_on = load_profile(str(self.profile)).device.gpu
             except ValueError as exc:
                 raise ValueError(f"profile: {exc}") from None
             try:  # a profile from another GPU lends its efficiencies to this one's roofline

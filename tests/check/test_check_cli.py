@@ -74,7 +74,8 @@ def test_malformed_scenario_names_file_line_and_field(tmp_path: Path) -> None:
     path = _copy("fp8-kv", tmp_path, "  - {name: bf16, attn_tp: 1}", bad)
     code, out = _invoke(str(path), "--jobs", "1")
     assert code == 1 and "ERROR" in out
-    assert f"{path}:11: deployments[0].attn_tpp: unknown field" in out
+    line = path.read_text().splitlines().index(bad) + 1
+    assert f"{path}:{line}: deployments[0].attn_tpp: unknown field" in out
 
 
 def test_missing_golden_fails_until_updated(tmp_path: Path) -> None:

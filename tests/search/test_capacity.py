@@ -107,12 +107,12 @@ def test_bracket_stays_on_the_safe_side_of_a_non_monotone_run() -> None:
 
 def test_backlog_counts_against_the_slo() -> None:
     sc = _one()
-    d = _rerun(sc, 20.0)
-    assert meets_slo(d, 20.0, sc.slo)
-    stuck = d.model_copy(update={"requests": d.requests.model_copy(update={"queued": 11})})
-    assert not meets_slo(stuck, 20.0, sc.slo)  # 11 waiting > 20 req/s x 0.5 s
+    d = _rerun(sc, 10.0)
+    assert meets_slo(d, 10.0, sc.slo)
+    stuck = d.model_copy(update={"requests": d.requests.model_copy(update={"queued": 6})})
+    assert not meets_slo(stuck, 10.0, sc.slo)  # 6 waiting > 10 req/s x 0.5 s
     lost = d.model_copy(update={"requests": d.requests.model_copy(update={"rejected": 1})})
-    assert not meets_slo(lost, 20.0, sc.slo)
+    assert not meets_slo(lost, 10.0, sc.slo)
 
 
 def test_closed_loop_trace_and_bad_options_are_refused() -> None:
