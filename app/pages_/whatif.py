@@ -27,7 +27,8 @@ from app import (
 from sim.api import load_gpu, load_model, profile_names
 from sim.specs.scenario import Scenario
 
-ROOFLINE = "roofline (GPU datasheet)"
+DEFAULT_PROFILE = "default: the GPU's <gpu>-roofline"
+DATASHEET = "datasheet"  # the bare datasheet roofline (efficiency 1, no launch cost)
 # The default study's two layouts (scenarios/default.yaml) under a closed loop that reaches
 # steady state in seconds, so the default comparison simulates in about a second.
 DEFAULT: dict[str, Any] = {
@@ -53,10 +54,10 @@ def _setup() -> dict[str, Any] | None:
     with c2:
         gpu = components.gpu_picker("wi_gpu")
     with c3:
-        names = profile_names()
+        names = [n for n in profile_names() if n != f"{gpu.name}-roofline"]
         profile = st.selectbox(
             "calibration profile",
-            [ROOFLINE, *names],
+            [DEFAULT_PROFILE.replace("<gpu>", gpu.name), DATASHEET, *names],
             key="wi_profile",
             help=Scenario.model_fields["profile"].description,
         )
@@ -65,7 +66,7 @@ def _setup() -> dict[str, Any] | None:
     return {
         "model": picked[0],
         "gpu": gpu.name,
-        "profile": None if profile == ROOFLINE else profile,
+        "profile": None if profile.startswith("default:") else profile,
     }
 
 

@@ -148,3 +148,22 @@ def test_parse_floats() -> None:
     assert components.parse_floats("0.8, 0.6") == (0.8, 0.6)
     assert components.parse_floats("") == ()
     assert components.parse_floats("0.8, x") == "0.8, x"  # left for the spec to reject
+
+
+def _profiles(at: AppTest) -> set[str]:
+    table = next(d.value for d in at.dataframe if "profile" in d.value.columns)
+    return set(table["profile"])
+
+
+def test_profile_picker_defaults_to_the_gpus_roofline_profile() -> None:
+    at = open_page("What-if")
+    picker = at.selectbox(key="wi_profile")
+    assert picker.value == "default: the GPU's h200-roofline"
+    assert "datasheet" in picker.options and "h800-published" in picker.options
+    assert "h200-roofline" not in picker.options  # it is the default entry
+    at.button(key="wi_run").click().run()
+    assert not at.exception
+    assert _profiles(at) == {"h200-roofline"}
+    picker.set_value("datasheet").run()
+    at.button(key="wi_run").click().run()
+    assert _profiles(at) == {"h200 datasheet roofline"}
