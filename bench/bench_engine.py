@@ -1,8 +1,9 @@
 """Engine benchmark: one simulated hour of a DeepSeek-V3 decode unit, DP144 attention + EP144.
 
 18 H800 nodes (144 GPUs) serve decode only (requests arrive with their prompt's KV, as in a PD
-decode pool), MTP with one draft token, 194 requests/s (~700k in the hour), with answers long
-enough to keep the ranks about 80% full (mean decode batch / max running requests). Prints
+decode pool), MTP with one draft token, 194 requests/s (~700k in the hour), answers of 1,800
+tokens on average: about 90% of the ranks' batch slots full (mean decode batch / max running
+requests) on the default `h800-roofline` profile. Prints
 simulated requests and simpy events per wall second, and the same event rate for a bare simpy
 loop of the same number of events measured in the same process (the ratio is the engine's work
 per event: each event is one batched forward step of the whole unit).
@@ -88,9 +89,12 @@ class StandinCost:
 
 
 def real_cost(d: Deployment) -> Any:
+    """The cost model a scenario without `profile:` gets: H800 on its `h800-roofline` profile."""
+    from sim.catalog.profiles import load_profile
     from sim.cost.serving import ServingCostModel
 
-    return ServingCostModel(load_model("deepseek-v3"), load_gpu("h800"), d)
+    profile = load_profile("h800-roofline")
+    return ServingCostModel(load_model("deepseek-v3"), load_gpu("h800"), d, profile)
 
 
 def bare_simpy(events: int, dt: float) -> float:
@@ -112,7 +116,7 @@ def main() -> None:
     ap.add_argument("--cost", choices=("real", "standin"), default="real")
     ap.add_argument("--duration-s", type=float, default=3600.0)
     ap.add_argument("--rate", type=float, default=194.0, help="requests per second")
-    ap.add_argument("--output-mean", type=float, default=2750.0, help="mean answer, tokens")
+    ap.add_argument("--output-mean", type=float, default=1800.0, help="mean answer, tokens")
     ap.add_argument("--warmup-s", type=float, default=300.0)
     args = ap.parse_args()
     cost = real_cost(DEPLOYMENT) if args.cost == "real" else StandinCost()
