@@ -19,12 +19,10 @@ import streamlit as st
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from sim.api import CatalogError, gpu_names, load_gpu, load_model, model_names, policy_names
+from sim.api import CatalogError, gpu_names, load_gpu, load_model, model_names
 from sim.specs import GpuSpec, ModelSpec
 
 UPLOAD = "upload config.json"
-# str fields whose allowed values come from a registry, not from the type
-CHOICES: dict[str, Any] = {"mla_policy": policy_names}
 
 
 def error_text(exc: Exception) -> str:
@@ -121,8 +119,8 @@ def field_widget(name: str, info: FieldInfo, value: Any, key: str) -> Any:
     tp, optional = _optional(info.annotation)
     label, help_ = _label(name), info.description
     origin = typing.get_origin(tp)
-    if origin is Literal or name in CHOICES:
-        options = list(typing.get_args(tp)) if origin is Literal else CHOICES[name]()
+    if origin is Literal:  # fixed name lists (router, mla_policy, dtypes) are Literal types
+        options = list(typing.get_args(tp))
         return st.selectbox(
             label,
             options,

@@ -82,8 +82,18 @@ def results_table(scenario: Scenario, results: Results) -> Table:
     return t
 
 
+# A mark, not the word, in each cell: most ops of a cross-GPU profile are extrapolated and the
+# full word would wrap every cell of an 80-column terminal.
+EXTRAPOLATED_MARK = "*"
+EXTRAPOLATED_NOTE = (
+    f"{EXTRAPOLATED_MARK} extrapolated: outside a measured grid, or from a table measured on "
+    "another GPU; the time is that table's efficiency scaled by this GPU's roofline."
+)
+
+
 def breakdown_table(results: Results) -> Table:
-    """Mean ms per step by op, with the source each time came from."""
+    """Mean ms per step by op, with the source each time came from; an extrapolated time is
+    marked (`extrapolated_note` says what the mark means)."""
     t = Table(title="step time by op, ms per step (source)")
     t.add_column("op")
     for d in results.deployments:
@@ -95,11 +105,19 @@ def breakdown_table(results: Results) -> Table:
     def cell(d: DeploymentResults, op: str) -> str:
         if op not in d.step_breakdown_s:
             return "-"
-        return f"{d.step_breakdown_s[op] * 1e3:.3f} ({d.step_sources.get(op, '?')})"
+        source = d.step_sources.get(op, "?")
+        if op in d.extrapolated_ops:
+            source += EXTRAPOLATED_MARK
+        return f"{d.step_breakdown_s[op] * 1e3:.3f} ({source})"
 
     for op in ops:
         t.add_row(op, *(cell(d, op) for d in results.deployments))
     return t
+
+
+def extrapolated_note(results: Results) -> str | None:
+    """The footnote for `breakdown_table`'s mark, or None when no op was extrapolated."""
+    return EXTRAPOLATED_NOTE if any(d.extrapolated_ops for d in results.deployments) else None
 
 
 def run(
@@ -165,6 +183,9 @@ def run(
     results = summarize_scenario(sc, outputs)
     console.print(results_table(sc, results))
     console.print(breakdown_table(results))
+    note = extrapolated_note(results)
+    if note is not None:  # the console's width, not the table's: one line on a wide terminal
+        console.print(note, highlight=False)
     for path, writer in ((json_out, write_json), (csv_out, write_csv)):
         if path is not None:
             writer(results, path)

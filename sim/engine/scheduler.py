@@ -219,8 +219,10 @@ def _batch(
 ) -> BatchShape:
     """The step's segments: decode rows first (in running-set order), then prefill chunks.
 
-    A decode-only step hands the cost model read-only views of the running set's columns, valid
-    until the step is applied.
+    Decode rows sample a token; a prefill chunk samples (prices lm_head) only when it reaches its
+    prefill target: the prompt or, recomputing after preemption, prompt + generated tokens (the
+    same test by which `apply_step` emits the token). A decode-only step hands the cost model
+    read-only views of the running set's columns, valid until the step is applied.
     """
     sel = slice(None) if dec is None else dec
     rank, kv = rs.rank[sel], rs.kv[sel]
@@ -233,12 +235,17 @@ def _batch(
             kv_tokens=_read_only(kv), is_decode=rs.all_decode(n_dec),
         )  # fmt: skip
     pre, chunks = pre[go], chunks[go]
+    ids = rs.ids[pre]
+    reach = pool.table.prefilled[ids] + chunks  # the cache after this chunk
     is_decode = np.zeros(n_dec + pre.shape[0], dtype=bool)
     is_decode[:n_dec] = True
+    samples = is_decode.copy()
+    samples[n_dec:] = reach >= pool.table.prefill_target[ids]
     return BatchShape(
         num_ranks=pool.ranks_per_unit,
         rank=np.concatenate([rank, rs.rank[pre]]),
         new_tokens=np.concatenate([new_dec, chunks]),
-        kv_tokens=np.concatenate([kv, pool.table.prefilled[rs.ids[pre]] + chunks]),
+        kv_tokens=np.concatenate([kv, reach]),
         is_decode=is_decode,
+        samples_token=samples,
     )

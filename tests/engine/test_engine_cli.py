@@ -111,3 +111,37 @@ def test_an_output_in_a_missing_folder_is_refused_before_running(tmp_path: Path)
     code, out = _run(tmp_path, SHORT, "--json", str(tmp_path / "no" / "r.json"))
     assert code == 2 and f"{tmp_path / 'no' / 'r.json'}: the folder" in out
     assert "does not exist" in out and "step time by op" not in out
+
+
+def _breakdown_cells(output: str) -> dict[str, list[str]]:
+    """The op rows of the 'step time by op' table: op -> one cell per deployment."""
+    rows = output[output.index("step time by op") :].splitlines()
+    cells = [[c.strip() for c in r.strip("│").split("│")] for r in rows if r.startswith("│")]
+    return {c[0]: c[1:] for c in cells}
+
+
+def test_extrapolated_ops_are_marked_and_the_mark_explained(tmp_path: Path) -> None:
+    # H800's published tables priced on H200: efficiencies held, scaled by H200's roofline
+    sc = tmp_path / "s.yaml"
+    sc.write_text(SHORT.replace("gpu: h200\n", "gpu: h200\nprofile: h800-published\n"))
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(_app(), ["run", str(sc), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    cells = _breakdown_cells(res.output)
+    seen = {True: 0, False: 0}  # both kinds of cell must occur for the test to mean anything
+    for i, d in enumerate(data["deployments"]):
+        for op, source in d["step_sources"].items():
+            extrapolated = op in d["extrapolated_ops"]
+            want = f"({source}*)" if extrapolated else f"({source})"
+            assert cells[op][i].endswith(want), (d["name"], op, cells[op][i])
+            seen[extrapolated] += 1
+    assert seen[True] > 0 and seen[False] > 0, seen
+    note = "* extrapolated: outside a measured grid, or from a table measured on another GPU"
+    assert note in " ".join(res.output.split())
+
+
+def test_no_extrapolation_note_without_extrapolated_ops(tmp_path: Path) -> None:
+    code, out = _run(tmp_path, SHORT)  # the GPU's own roofline profile: nothing extrapolated
+    assert code == 0 and "step time by op" in out
+    assert "(roofline)" in out and "*" not in out and "extrapolated" not in out
