@@ -90,8 +90,13 @@ def _sglang(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArra
     if not ext.any():
         return out  # decode, idle, spec verify/draft: MLA (sparse under DSA)
     if sparse:
-        # dense MHA only while every sequence of the extend batch fits the top-k window
-        use_mha = int(seg.kv_tokens[ext].max()) <= SGLANG_DSA_DENSE_KV_THRESHOLD
+        # dense MHA only while every sequence of the extend batch fits the top-k window and the
+        # whole batch fits one KV chunk
+        kv = seg.kv_tokens[ext]
+        use_mha = (
+            int(kv.max()) <= SGLANG_DSA_DENSE_KV_THRESHOLD
+            and int(kv.sum()) <= SGLANG_MAX_KV_CHUNK_CAPACITY
+        )
         out[ext] = EXPAND if use_mha else SPARSE_ABSORB
         out[seg.is_decode] = SPARSE_ABSORB
         return out

@@ -109,6 +109,12 @@ def test_sglang_dsa_rules() -> None:
     assert list(p) == [SPARSE_ABSORB]
     p = choose_paths("sglang", V32, seg([1, 2], [500, 90000], [True, True]), sparse=True)
     assert list(p) == [SPARSE_ABSORB] * 2  # decode and verify always sparse
+    n = 64  # 64 x 2048 = 131072 KV tokens: one chunk still holds the batch
+    p = choose_paths("sglang", V32, seg([2048] * n, [2048] * n, [False] * n), sparse=True)
+    assert set(p) == {EXPAND}
+    n = 65  # one more short prompt and the batch no longer fits: sparse MLA for all
+    p = choose_paths("sglang", V32, seg([2048] * n, [2048] * n, [False] * n), sparse=True)
+    assert set(p) == {SPARSE_ABSORB}
 
 
 def test_flops_optimal_follows_the_crossover() -> None:
