@@ -16,6 +16,8 @@ from sim.specs.deployment import Deployment
 from sim.specs.gpu import GB, GpuSpec
 from sim.specs.model import ModelSpec
 
+# Bytes per weight: FP8 with one fp32 scale per 128 x 128 block (DeepSeek-V3's FP8 checkpoints);
+# FP4 (MXFP4) with one 8-bit scale per 32 values.
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / (128 * 128), "fp4": 0.5 + 1.0 / 32}
 FP32_SCALE_BYTES = 4.0
 

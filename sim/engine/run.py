@@ -89,6 +89,10 @@ def _ticker(env: simpy.Environment, duration_s: float, progress: Progress):  # t
         progress(k / 100)
 
 
+# One 400 Gb/s RDMA NIC per GPU, every catalog GPU's `nic_gb_s`; `sim.run` passes the GPU's own.
+DEFAULT_NIC_GB_S = 50.0
+
+
 def simulate(
     deployment: Deployment | PdDeployment,
     cost_for: CostFactory,
@@ -96,7 +100,7 @@ def simulate(
     run: RunSpec,
     *,
     trace: Batch | None = None,
-    nic_gb_s: float = 50.0,
+    nic_gb_s: float = DEFAULT_NIC_GB_S,
     progress: Progress | None = None,
 ) -> SimOutput:
     """Run one deployment to the end of `run` and check the invariants.

@@ -88,11 +88,18 @@ class Deployment(Spec):
         default=8192, ge=64, description="Prefill token budget per rank per step."
     )
     max_running_requests: int = Field(
-        default=256, ge=1, description="Most requests a rank runs at once."
+        default=256,
+        ge=1,
+        description="Most requests a rank runs at once (SGLang's --max-running-requests, "
+        "vLLM's max_num_seqs).",
     )
     page_size_tokens: int = Field(default=64, ge=1, description="KV page size.")
     mem_fraction: float = Field(
-        default=0.9, gt=0.0, le=1.0, description="Share of HBM for weights + KV + activations."
+        default=0.9,
+        gt=0.0,
+        le=1.0,
+        description="Share of HBM for weights + KV + activations (vLLM's "
+        "gpu_memory_utilization, default 0.9; SGLang's --mem-fraction-static).",
     )
     activation_reserve_gb: float = Field(
         default=4.0, ge=0.0, description="HBM kept per GPU for activations, graphs and buffers."
