@@ -3,8 +3,9 @@
 The same rules serve the bundled profiles and a fresh calibration:
 - compute efficiency: median achieved/peak FLOP/s over large (>= 50 us, so launch cost is small)
   compute-bound points of GEMM-like tables (gemm, bmm, moe_*), and of dense MLA tables (mla_*);
-- memory efficiency: best achieved/peak bandwidth over large memory-bound points of dense ops
-  (grouped MoE GEMMs skip idle experts and DSA gathers rows, so their byte counts overstate);
+- memory efficiency: median achieved/peak bandwidth over large memory-bound points of dense ops
+  (GEMMs and dense MLA decode; grouped MoE GEMMs skip idle experts and DSA gathers rows, so
+  their byte counts overstate);
 - launch overhead: the measured per-kernel time of back-to-back tiny kernels when the run timed
   one (`elementwise.measure_launch`), else the smallest (latency - datasheet roofline) over all
   points;
@@ -95,11 +96,10 @@ def derive(
         if not p.compute_bound and p.large and not p.op.startswith(("moe_", "dsa_"))
     ]
     if dense:
-        top = max(dense, key=lambda p: p.memory_eff)
         memory = Factor(
-            value=top.memory_eff,
-            source=f"best achieved/peak bandwidth over {len(dense)} memory-bound dense points "
-            f">= {LARGE_US:g} us of {what} on {gpu.name} ({top.label})",
+            value=statistics.median(p.memory_eff for p in dense),
+            source=f"median achieved/peak bandwidth over {len(dense)} memory-bound dense points "
+            f">= {LARGE_US:g} us of {what} on {gpu.name}",
         )
     if launch is None and points:
         best = min(points, key=lambda p: p.residual_us)
