@@ -7,17 +7,23 @@ EP dispatch and combine run in lock-step over the whole unit, so a layer's excha
 long as the GPU that moves the most bytes takes: the busiest sender (the rank with the most
 tokens in the step, whatever its attention time) or the busiest receiver (under skewed routing,
 the EP GPU that receives the most token-expert pairs, `sim.cost.routed.receive_skew`).
+
+A step with prefill runs DeepEP's normal kernels. They have no published figure at decode
+batch sizes, and their bandwidth price (one RDMA copy per remote node, no fixed cost) falls
+below the low-latency price of the same decode tokens; but a mixed step still moves every decode
+token and runs outside the decode CUDA graph. So a mixed step's exchange costs no less than the
+low-latency exchange of its decode tokens alone, op by op.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from sim.cost import comm
 from sim.cost.batch import BatchShape, OpTime
-from sim.cost.pricing import Pricer, combine, scale
+from sim.cost.pricing import ZERO, Pricer, combine, log_bucket, scale
 from sim.cost.routed import receive_skew
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
@@ -28,38 +34,105 @@ from sim.specs.model import ModelSpec
 class CommLoad:
     """Tokens that size one forward pass's communication.
 
-    `rank_tokens`: the critical rank's tokens (its own TP all-reduce sits on its path);
+    `rank_tokens`: the critical rank's tokens (the TP all-reduce of a pass priced as a unit:
+    the MTP module's; a step's own is each rank's, `tp_allreduce`);
     `sender_tokens`: the most tokens any attention rank holds (DeepEP and the DP-attention gather
     wait for it); `unit_tokens`: all ranks' tokens together (what the experts receive).
+    `decode_sender_tokens`, `decode_unit_tokens`: the same for decode and verify tokens alone,
+    which set the floor of a mixed step's EP exchange (0 in decode-only loads).
     """
 
     rank_tokens: float
     sender_tokens: float
     unit_tokens: float
     decode_only: bool
+    decode_sender_tokens: float = 0.0
+    decode_unit_tokens: float = 0.0
+
+    def key(self) -> tuple[int, ...]:
+        """2^(1/16) buckets of its token counts (memo keys of unit-wide work)."""
+        counts = [self.unit_tokens, self.rank_tokens, self.sender_tokens]
+        counts += [self.decode_unit_tokens, self.decode_sender_tokens]
+        return tuple(log_bucket(x) for x in counts)
+
+    def scaled(self, share: float) -> CommLoad:
+        """The same load with every token count times `share`."""
+        return CommLoad(
+            rank_tokens=self.rank_tokens * share,
+            sender_tokens=self.sender_tokens * share,
+            unit_tokens=self.unit_tokens * share,
+            decode_only=self.decode_only,
+            decode_sender_tokens=self.decode_sender_tokens * share,
+            decode_unit_tokens=self.decode_unit_tokens * share,
+        )
+
+    def decode_part(self) -> CommLoad:
+        """The decode and verify tokens of a mixed load, run as a decode-only pass."""
+        return CommLoad(
+            rank_tokens=0.0,
+            sender_tokens=self.decode_sender_tokens,
+            unit_tokens=self.decode_unit_tokens,
+            decode_only=True,
+        )
 
 
 def comm_loads(
     batch: BatchShape, tokens_r: np.ndarray, crit: int, *, mtp: bool
-) -> tuple[CommLoad, CommLoad | None]:
+) -> tuple[CommLoad, CommLoad | None, CommLoad | None]:
     """What sizes a step's unit-wide work (`tokens_r`: tokens per rank, `crit`: the critical
-    rank), and its MTP draft passes' (one token per decode request; None without MTP)."""
-    load = CommLoad(
+    rank); with MTP, also its draft passes' (one token per decode request) and the MTP
+    module's pass over the step's prefill chunks (None when there is no such pass)."""
+    dec = batch.is_decode
+    load = _load(tokens_r, crit, decode_only=bool(dec.all()))
+    draft = extend = None
+    if not load.decode_only:
+        dec_tokens = _tokens_per_rank(batch, dec)
+        load = replace(
+            load,
+            decode_sender_tokens=float(dec_tokens.max()),
+            decode_unit_tokens=float(dec_tokens.sum()),
+        )
+        if mtp:
+            extend = _load(tokens_r - dec_tokens, crit, decode_only=False)
+    if mtp and dec.any():
+        dec_r = np.bincount(batch.rank[dec], minlength=batch.num_ranks).astype(np.float64)
+        draft = _load(dec_r, crit, decode_only=True)  # low-latency kernels
+    return load, draft, extend
+
+
+def micro_batch_loads(
+    load: CommLoad, batch: BatchShape, tokens_r: np.ndarray, crit: int, whole: np.ndarray
+) -> tuple[CommLoad, CommLoad]:
+    """The loads of two-batch overlap's two micro-batches (`load`: the step's; `tokens_r`: its
+    tokens per rank): each rank splits its tokens in two halves, except the `whole` ranks
+    (True: it cannot split), whose tokens all go to the second."""
+    if not whole.any():
+        half = load.scaled(0.5)
+        return half, half
+    dec = batch.is_decode
+    mixed = not load.decode_only
+    dec_r = _tokens_per_rank(batch, dec) if mixed else np.zeros(batch.num_ranks)
+    loads = []
+    for share in (np.where(whole, 0.0, 0.5), np.where(whole, 1.0, 0.5)):
+        load = _load(tokens_r * share, crit, decode_only=not mixed)
+        part = dec_r * share
+        sender, unit = float(part.max()), float(part.sum())
+        loads.append(replace(load, decode_sender_tokens=sender, decode_unit_tokens=unit))
+    return loads[0], loads[1]
+
+
+def _tokens_per_rank(batch: BatchShape, sel: np.ndarray) -> np.ndarray:
+    weights = batch.new_tokens[sel].astype(np.float64)
+    return np.bincount(batch.rank[sel], weights=weights, minlength=batch.num_ranks)
+
+
+def _load(tokens_r: np.ndarray, crit: int, *, decode_only: bool) -> CommLoad:
+    return CommLoad(
         rank_tokens=float(tokens_r[crit]),
         sender_tokens=float(tokens_r.max()),
         unit_tokens=float(tokens_r.sum()),
-        decode_only=bool(batch.is_decode.all()),
+        decode_only=decode_only,
     )
-    if not mtp or not batch.is_decode.any():
-        return load, None
-    dec_r = np.bincount(batch.rank[batch.is_decode], minlength=batch.num_ranks)
-    draft = CommLoad(
-        rank_tokens=float(dec_r[crit]),
-        sender_tokens=float(dec_r.max()),
-        unit_tokens=float(dec_r.sum()),
-        decode_only=True,  # draft passes run decode requests only: low-latency kernels
-    )
-    return load, draft
 
 
 def ep_tokens_per_gpu(m: ModelSpec, d: Deployment, load: CommLoad) -> float:
@@ -82,16 +155,12 @@ def layer_comm_ops(
 ) -> dict[str, OpTime]:
     """One layer's communication: TP all-reduce (one attention layer, plus the FFN's when
     experts split the same way), DP-attention gather to TP experts, EP dispatch/combine
-    (DeepEP low-latency kernels for decode-only passes, normal kernels otherwise)."""
+    (DeepEP low-latency kernels for decode-only passes, normal kernels otherwise, never below
+    the low-latency exchange of the pass's decode tokens)."""
     h = m.hidden_size
     ops: dict[str, OpTime] = {}
     if d.attn_tp > 1:
-        t = load.rank_tokens
-        per_layer = comm.allreduce_bytes(t, h, d.attn_tp)
-        per_layer *= 2 if 1 < d.moe_tp <= d.attn_tp else 1
-        attrs = {"bytes": t * h * comm.BF16, "gpus": d.attn_tp, "link": "nvlink"}
-        link = comm.group_link(g, d.attn_tp, d.gpus_per_node)
-        ops["tp_allreduce"] = pr.link("all_reduce", attrs, per_layer, link.bytes_per_s)
+        ops["tp_allreduce"] = tp_allreduce(pr, m, d, g, load.rank_tokens)
     if d.moe_tp > d.attn_tp:  # DP attention feeding TP experts: gather, then scatter back
         t, group = load.sender_tokens, d.moe_tp // d.attn_tp  # gathers pad to the largest rank
         gathered = comm.allgather_bytes(t, h, group)
@@ -99,40 +168,61 @@ def layer_comm_ops(
         attrs = {"bytes": t * h * comm.BF16 * group, "gpus": group, "link": link.name}
         ops["dp_gather"] = pr.link("all_gather", attrs, 2 * gathered, link.bytes_per_s)
     if d.ep > 1:
-        per_gpu = ep_tokens_per_gpu(m, d, load)
-        link = comm.ep_link(g, d)
-        moe = m.moe
-        mode = "low_latency" if load.decode_only else "normal"
-        cap = moe.groups_per_token if moe.expert_groups > 1 else None
-        copies = comm.remote_copies(
-            moe.experts_per_token, d.ep, d.gpus_per_node, mode, max_nodes=cap
-        )
-        attrs = {
-            "tokens_per_rank": max(per_gpu, 1.0),
-            "ep": d.ep,
-            "mode": mode,
-            "link": link.name,
-            "hidden": h,
-            "topk": moe.experts_per_token,
-        }
-        for op, fn in (
-            ("ep_dispatch", comm.dispatch_bytes),
-            ("ep_combine", comm.combine_bytes),
-        ):
-            ops[op] = pr.link(op, attrs, fn(per_gpu, h, copies), link.bytes_per_s)
+        ops.update(ep_exchange(pr, m, d, g, load))
+        if not load.decode_only and load.decode_unit_tokens > 0:
+            floor = ep_exchange(pr, m, d, g, load.decode_part())
+            for op, low in floor.items():
+                if low.seconds > ops[op].seconds:
+                    ops[op] = low
     return ops
+
+
+def tp_allreduce(pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, tokens: float) -> OpTime:
+    """One layer's TP all-reduce of an attention rank's `tokens` hidden states: after attention,
+    and after the FFN when experts split the same way. It sits on that rank's own path."""
+    if d.attn_tp <= 1:
+        return ZERO
+    h = m.hidden_size
+    per_layer = comm.allreduce_bytes(tokens, h, d.attn_tp)
+    per_layer *= 2 if 1 < d.moe_tp <= d.attn_tp else 1
+    attrs = {"bytes": tokens * h * comm.BF16, "gpus": d.attn_tp, "link": "nvlink"}
+    link = comm.group_link(g, d.attn_tp, d.gpus_per_node)
+    return pr.link("all_reduce", attrs, per_layer, link.bytes_per_s)
+
+
+def ep_exchange(
+    pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, load: CommLoad
+) -> dict[str, OpTime]:
+    """One layer's DeepEP dispatch and combine of `load`: low-latency kernels for a decode-only
+    pass, normal kernels otherwise."""
+    per_gpu = ep_tokens_per_gpu(m, d, load)
+    link = comm.ep_link(g, d)
+    moe, h = m.moe, m.hidden_size
+    mode = "low_latency" if load.decode_only else "normal"
+    cap = moe.groups_per_token if moe.expert_groups > 1 else None
+    copies = comm.remote_copies(moe.experts_per_token, d.ep, d.gpus_per_node, mode, max_nodes=cap)
+    attrs = {
+        "tokens_per_rank": max(per_gpu, 1.0),
+        "ep": d.ep,
+        "mode": mode,
+        "link": link.name,
+        "hidden": h,
+        "topk": moe.experts_per_token,
+    }
+    return {
+        op: pr.link(op, attrs, fn(per_gpu, h, copies), link.bytes_per_s)
+        for op, fn in (("ep_dispatch", comm.dispatch_bytes), ("ep_combine", comm.combine_bytes))
+    }
 
 
 def unit_comm_ops(
     pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, load: CommLoad
 ) -> dict[str, OpTime]:
-    """One step's communication, every layer: the TP all-reduce in every layer, the gather and
-    the EP exchange in every MoE layer."""
+    """One step's unit-wide communication: the gather and the EP exchange in every MoE layer.
+    The TP all-reduce is each attention rank's own (`tp_allreduce`, priced with its work), so
+    the slowest rank is found with it."""
     per_layer = layer_comm_ops(pr, m, d, g, load)
-    return {
-        op: scale(t, m.num_layers if op == "tp_allreduce" else m.moe_layers)
-        for op, t in per_layer.items()
-    }
+    return {op: scale(t, m.moe_layers) for op, t in per_layer.items() if op != "tp_allreduce"}
 
 
 def draft_comm(

@@ -215,17 +215,18 @@ def routed_kernels(
     deployment: Deployment,
     unit_tokens: float,
     decode_only: bool,
-    rank_tokens: float = 0.0,
+    sender_tokens: float = 0.0,
 ) -> list[Kernel]:
     """One MoE layer's routed-expert kernels on the busiest EP GPU (as `_routed_moe` sizes it):
     SiLU-and-mul and the down-projection input quant (fused in the masked layout).
 
     Steps with prefill run DeepEP's normal kernels and DeepGEMM's contiguous layout, which add
-    (with EP) the FP8 quantisation of the rank's `rank_tokens` before the dispatch, the scatter
-    of received tokens into per-expert rows (a read and a write of each token-expert pair, FP8
-    with scales) and the weighted gather of the expert outputs back (a BF16 read per pair and a
-    write per received token, counted as one per pair). Low-latency (decode) kernels dispatch
-    into the per-expert layout and reduce in the combine themselves.
+    (with EP) the FP8 quantisation of the busiest sender's `sender_tokens` before the dispatch
+    (which waits for the rank with the most tokens, as `sim.cost.comm_ops` sizes it), the
+    scatter of received tokens into per-expert rows (a read and a write of each token-expert
+    pair, FP8 with scales) and the weighted gather of the expert outputs back (a BF16 read per
+    pair and a write per received token, counted as one per pair). Low-latency (decode) kernels
+    dispatch into the per-expert layout and reduce in the combine themselves.
     """
     moe, d, h = model.moe, deployment, model.hidden_size
     if unit_tokens <= 0:
@@ -251,8 +252,8 @@ def routed_kernels(
         )
     if d.ep > 1:
         value = FP8_VALUE if fp8 else BF16  # the dispatched token's bytes per value
-        if fp8 and rank_tokens > 0:
-            per_gpu = rank_tokens / d.attn_tp
+        if fp8 and sender_tokens > 0:
+            per_gpu = sender_tokens / d.attn_tp
             out.append(
                 Kernel(name="quant_dispatch_input", tokens=per_gpu, bytes_per_token=quant_bytes(h))
             )
@@ -277,7 +278,7 @@ def routed_elementwise(
     deployment: Deployment,
     unit_tokens: float,
     decode_only: bool,
-    rank_tokens: float = 0.0,
+    sender_tokens: float = 0.0,
 ) -> OpTime:
     """One MoE layer's routed-expert memory-bound kernels on the busiest EP GPU."""
-    return price(pr, routed_kernels(model, deployment, unit_tokens, decode_only, rank_tokens))
+    return price(pr, routed_kernels(model, deployment, unit_tokens, decode_only, sender_tokens))

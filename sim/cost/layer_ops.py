@@ -16,6 +16,7 @@ from sim.cost import mla
 from sim.cost.batch import OpTime
 from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED, SPARSE_ABSORB
 from sim.cost.memory import WEIGHT_BYTES, indexer_bytes_per_token_layer
+from sim.cost.op_work import op_work
 from sim.cost.pricing import ZERO, Pricer, combine
 from sim.specs.model import ModelSpec
 
@@ -42,6 +43,35 @@ class RankSegments:
         done = ~self.is_decode if self.samples is None else ~self.is_decode & self.samples
         return int(done.sum())
 
+    def split_in_two(self) -> tuple[RankSegments, RankSegments]:
+        """The two micro-batches of two-batch overlap, of about equal tokens: decode requests
+        alternate by context length (the first takes the odd one out); each prefill chunk is
+        cut in two at half its tokens (the second takes the odd token; the first part ends
+        where the second starts, and only the second samples), keeping its MLA path."""
+        dec = np.flatnonzero(self.is_decode)
+        dec = dec[np.argsort(self.k[dec], kind="stable")]
+        pre = np.flatnonzero(~self.is_decode)
+        first_q = np.floor(self.q[pre] / 2)
+        second_q = self.q[pre] - first_q
+        sampled = np.ones(len(self.q), dtype=bool) if self.samples is None else self.samples
+        parts = []
+        for d, q, k, smp in (
+            (dec[0::2], first_q, self.k[pre] - second_q, np.zeros(len(pre), dtype=bool)),
+            (dec[1::2], second_q, self.k[pre], sampled[pre]),
+        ):
+            kept = q > 0
+            sel = pre[kept]
+            parts.append(
+                RankSegments(
+                    q=np.concatenate([self.q[d], q[kept]]),
+                    k=np.concatenate([self.k[d], k[kept]]),
+                    is_decode=np.concatenate([self.is_decode[d], self.is_decode[sel]]),
+                    path=np.concatenate([self.path[d], self.path[sel]]),
+                    samples=np.concatenate([sampled[d], smp[kept]]),
+                )
+            )
+        return parts[0], parts[1]
+
 
 @dataclass(frozen=True, kw_only=True)
 class RankContext:
@@ -60,16 +90,39 @@ class RankContext:
 
     @property
     def compute_dtype(self) -> str:
-        return "bf16" if self.weight_dtype == "bf16" else "fp8"
+        return compute_dtype(self.weight_dtype)
 
 
-def gemm(pr: Pricer, c: RankContext, m: float, k: int, n: int) -> OpTime:
-    """One projection GEMM: m tokens x (k -> n) with the deployment's weight dtype."""
+def compute_dtype(weight_dtype: str) -> str:
+    """The dtype a GEMM with these weights computes in: FP8 (or FP4) weights take FP8
+    activations, quantised by the kernel in front of them (`sim.cost.elementwise`)."""
+    return "bf16" if weight_dtype == "bf16" else "fp8"
+
+
+def weight_excess_bytes(weight_dtype: str) -> float:
+    """Weight bytes per value beyond `op_work`'s convention (one value of the compute dtype):
+    FP4's packing and scales against FP8; FP8's block scales are inside its tables' latencies."""
+    compute = compute_dtype(weight_dtype)
+    if weight_dtype == compute:
+        return 0.0
+    return WEIGHT_BYTES[weight_dtype] - (1.0 if compute == "fp8" else ACT)
+
+
+def gemm(
+    pr: Pricer, c: RankContext, m: float, k: int, n: int, weight_dtype: str | None = None
+) -> OpTime:
+    """One GEMM: m tokens x (k -> n) with the deployment's weight dtype, or `weight_dtype` for
+    the weights SGLang keeps in BF16 whatever the checkpoint (lm_head, router, MTP eh_proj).
+
+    Work follows `op_work` (activations in the compute dtype, outputs BF16), so a table point
+    comes back exactly."""
     if m <= 0:
         return ZERO
-    wb = WEIGHT_BYTES[c.weight_dtype]
-    flops, bytes_ = 2.0 * m * k * n, k * n * wb + m * (k + n) * ACT
-    return pr.op("gemm", {"m": m, "k": k, "n": n}, flops, bytes_, c.compute_dtype)
+    w = weight_dtype or c.weight_dtype
+    attrs = {"m": m, "k": k, "n": n}
+    flops, bytes_ = op_work("gemm", attrs, dtype=compute_dtype(w))
+    bytes_ += k * n * weight_excess_bytes(w)
+    return pr.op("gemm", attrs, flops, bytes_, compute_dtype(w))
 
 
 def absorb_bmm(pr: Pricer, c: RankContext, tokens: float) -> OpTime:
@@ -269,17 +322,24 @@ def linear_attention_layer(pr: Pricer, c: RankContext, s: RankSegments) -> OpTim
     return combine(proj, core)
 
 
-def ffn_rank_ops(pr: Pricer, c: RankContext, tokens: float) -> dict[str, OpTime]:
-    """Per-layer rank-side FFN work: MoE gate and shared experts; and one dense MLP layer."""
+def ffn_rank_ops(
+    pr: Pricer, c: RankContext, tokens: float, *, dense: bool = True
+) -> dict[str, OpTime]:
+    """Per-layer rank-side FFN work: MoE gate and shared experts; and, with `dense`, one dense
+    MLP layer (the MTP module has none: it is a MoE layer)."""
     moe, d = c.model.moe, c.model.hidden_size
     shared_i = moe.n_shared_experts * moe.moe_intermediate_size // c.moe_tp
-    dense_i = moe.dense_intermediate_size // c.dense_split
-    return {
-        "moe_gate": gemm(pr, c, tokens, d, moe.n_routed_experts),
+    ops = {
+        "moe_gate": gemm(pr, c, tokens, d, moe.n_routed_experts, "bf16"),  # BF16 in checkpoints
         "moe_shared": combine(
             gemm(pr, c, tokens, d, 2 * shared_i), gemm(pr, c, tokens, shared_i, d)
         )
         if shared_i
         else ZERO,
-        "dense_mlp": combine(gemm(pr, c, tokens, d, 2 * dense_i), gemm(pr, c, tokens, dense_i, d)),
     }
+    if dense:
+        dense_i = moe.dense_intermediate_size // c.dense_split
+        ops["dense_mlp"] = combine(
+            gemm(pr, c, tokens, d, 2 * dense_i), gemm(pr, c, tokens, dense_i, d)
+        )
+    return ops

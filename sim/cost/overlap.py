@@ -6,9 +6,24 @@ compute stream runs A1, A2, M1, M2 and the communication stream D1, D2, C1, C2, 
 an op starts when its stream is free and its input is ready. The step lasts until the last
 combine of the last layer. With compute and communication balanced this approaches
 max(compute, comm); when one side dominates it approaches that side plus the other's exposed part.
+The micro-batches need not be equal: a rank that cannot split (one decode request) runs all its
+work in the second, as SGLang's split of one request gives an empty first micro-batch.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.cost.batch import BatchShape, OpTime
+from sim.cost.comm_ops import CommLoad, micro_batch_loads, unit_comm_ops
+from sim.cost.elementwise import routed_elementwise
+from sim.cost.layer_ops import RankSegments
+from sim.cost.pricing import ZERO, Pricer, combine, log_bucket, total_seconds
+from sim.specs.deployment import Deployment
+from sim.specs.gpu import GpuSpec
+from sim.specs.model import ModelSpec
 
 # DeepEP's normal (prefill) kernels keep 20 of an H800's 132 SMs busy moving data, so compute
 # that overlaps them runs on the rest; its low-latency (decode) kernels use a hook-based receive
@@ -19,42 +34,184 @@ NORMAL_KERNEL_SM_SHARE = 20 / 132
 EXACT_LAYERS = 6  # the schedule is periodic (period <= 2 layers) well before this
 
 
+@dataclass(frozen=True)
+class Stage:
+    """One micro-batch's op times per MoE layer: its attention and rank work, the expert
+    dispatch, the routed experts, the combine."""
+
+    attn_s: float
+    dispatch_s: float
+    moe_s: float
+    combine_s: float
+
+
 def two_batch_step(
     attn_s: float, dispatch_s: float, moe_s: float, combine_s: float, layers: int
 ) -> float:
-    """Makespan of `layers` MoE layers, each op time given per micro-batch per layer.
+    """Makespan of `layers` MoE layers of two equal micro-batches, each op time given per
+    micro-batch per layer."""
+    same = Stage(attn_s, dispatch_s, moe_s, combine_s)
+    return micro_batch_step(same, same, layers)
+
+
+def micro_batch_step(first: Stage, second: Stage, layers: int) -> float:
+    """Makespan of `layers` MoE layers of two micro-batches.
 
     The schedule is a max-plus recurrence that settles into a repeating pattern within a few
     layers: the first EXACT_LAYERS are scheduled op by op and the rest extrapolated by the
     two-layer period (equal to the full schedule to rounding; a test checks it).
     """
     if layers <= EXACT_LAYERS:
-        return _schedule(attn_s, dispatch_s, moe_s, combine_s, layers)
-    before = _schedule(attn_s, dispatch_s, moe_s, combine_s, EXACT_LAYERS - 2)
-    last = _schedule(attn_s, dispatch_s, moe_s, combine_s, EXACT_LAYERS)
+        return _schedule(first, second, layers)
+    before = _schedule(first, second, EXACT_LAYERS - 2)
+    last = _schedule(first, second, EXACT_LAYERS)
     return last + (layers - EXACT_LAYERS) * (last - before) / 2
 
 
-def _schedule(
-    attn_s: float, dispatch_s: float, moe_s: float, combine_s: float, layers: int
-) -> float:
+def _schedule(first: Stage, second: Stage, layers: int) -> float:
     """Op-by-op list schedule of the two micro-batches over `layers` layers."""
+    batches = (first, second)
     compute_free = comm_free = 0.0
     ready = [0.0, 0.0]  # when each micro-batch's previous combine finished
     for _ in range(layers):
         a_end = [0.0, 0.0]
-        for b in (0, 1):
-            compute_free = max(compute_free, ready[b]) + attn_s
+        for b, mb in enumerate(batches):
+            compute_free = max(compute_free, ready[b]) + mb.attn_s
             a_end[b] = compute_free
         d_end = [0.0, 0.0]
-        for b in (0, 1):
-            comm_free = max(comm_free, a_end[b]) + dispatch_s
+        for b, mb in enumerate(batches):
+            comm_free = max(comm_free, a_end[b]) + mb.dispatch_s
             d_end[b] = comm_free
         m_end = [0.0, 0.0]
-        for b in (0, 1):
-            compute_free = max(compute_free, d_end[b]) + moe_s
+        for b, mb in enumerate(batches):
+            compute_free = max(compute_free, d_end[b]) + mb.moe_s
             m_end[b] = compute_free
-        for b in (0, 1):
-            comm_free = max(comm_free, m_end[b]) + combine_s
+        for b, mb in enumerate(batches):
+            comm_free = max(comm_free, m_end[b]) + mb.combine_s
             ready[b] = comm_free
     return max(ready)
+
+
+def comm_time(ops: dict[str, OpTime]) -> float:
+    """EP communication in a step: what two-batch overlap can hide."""
+    return sum(ops[n].seconds for n in ("ep_dispatch", "ep_combine") if n in ops)
+
+
+class TwoBatchOverlap:
+    """What two-batch overlap saves in a step: mixed into `sim.cost.serving.ServingCostModel`,
+    whose rank and routed-expert pricing (the hooks below) it reuses and whose memos it fills.
+    """
+
+    model: ModelSpec
+    deployment: Deployment
+    gpu: GpuSpec
+    pricer: Pricer
+    _unit_memo: dict[tuple[object, ...], dict[str, OpTime]]
+    _micro_memo: dict[tuple[int, ...], tuple[float, float]]
+
+    def _segments(self, batch: BatchShape, sel: np.ndarray) -> RankSegments:
+        raise NotImplementedError
+
+    def _rank_ops(self, s: RankSegments) -> dict[str, OpTime]:
+        raise NotImplementedError
+
+    def _routed_moe(self, unit_tokens: float, decode_only: bool) -> OpTime:
+        raise NotImplementedError
+
+    def _overlap_saving(
+        self,
+        batch: BatchShape,
+        load: CommLoad,
+        crit: int,
+        rank_s: np.ndarray,
+        tokens_r: np.ndarray,
+        unit_ops: dict[str, OpTime],
+    ) -> float:
+        """Time two micro-batches save (negative when splitting costs more than it hides).
+
+        Each rank splits its work in two (`_micro_batch_rank_s`), except a rank that cannot
+        (one decode request, or a one-token chunk): SGLang splits it into an empty micro-batch
+        and a whole one, so all its work and tokens go to the second. A micro-batch's rank work
+        is the largest part of a splitting rank, or a whole rank's work if that is longer. The
+        routed experts and the communication are re-priced for each micro-batch's tokens (the
+        expert weights are read twice; each exchange is again set by its busiest sender or
+        receiver), and the two are scheduled layer by layer on a compute and a communication
+        stream (`micro_batch_step`). With no rank splitting, nothing is hidden or added.
+        """
+        n_r = np.bincount(batch.rank, minlength=batch.num_ranks)
+        whole = np.zeros(batch.num_ranks, dtype=bool)
+        if (n_r == 1).any():
+            unsplit = (n_r[batch.rank] == 1) & (batch.is_decode | (batch.new_tokens < 2))
+            whole[batch.rank[unsplit]] = True
+        split = (n_r > 0) & ~whole
+        if not split.any():
+            return 0.0
+        # a micro-batch lasts as long as its slowest rank's part. Decode ranks' parts follow
+        # their whole work (the slowest one's are the largest); a prefill rank's need not
+        # (each part of a chunk reads its whole prefix), so each is priced
+        has_prefill = np.zeros(batch.num_ranks, dtype=bool)
+        if not load.decode_only:
+            has_prefill[batch.rank[~batch.is_decode]] = True
+        candidates = np.flatnonzero(split & has_prefill).tolist()
+        if (split & ~has_prefill).any():
+            candidates.append(int(np.argmax(np.where(split & ~has_prefill, rank_s, -1.0))))
+        parts = [self._micro_batch_rank_s(batch, r) for r in candidates]
+        attn = [max(p[0] for p in parts), max(p[1] for p in parts)]
+        attn[1] = max(attn[1], float(rank_s[whole].max(initial=0.0)))
+        m, decode_only = self.model, load.decode_only
+        layers = m.moe_layers
+        # compute sharing SMs with DeepEP's normal kernels runs on the SMs they leave free
+        slow = 1.0 if decode_only else 1.0 / (1.0 - NORMAL_KERNEL_SM_SHARE)
+        stages = []
+        micro = micro_batch_loads(load, batch, tokens_r, crit, whole)
+        for a, part in zip(attn, micro, strict=True):
+            ops = self._micro_unit_ops(part)
+            moe, comm = ops["moe_routed"].seconds * slow, (ops["ep_dispatch"], ops["ep_combine"])
+            dispatch, combine_s = (t.seconds / layers for t in comm)
+            stages.append(Stage(a / layers * slow, dispatch, moe, combine_s))
+        overlapped = micro_batch_step(stages[0], stages[1], layers)
+        moe_serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
+        return float(rank_s[crit]) + moe_serial + comm_time(unit_ops) - overlapped
+
+    def _micro_unit_ops(self, load: CommLoad) -> dict[str, OpTime]:
+        """One micro-batch's routed experts (one layer, with their SiLU, which runs between up
+        and down) and its communication (every layer), memoised like `_unit_ops`."""
+        key = ("micro", load.decode_only, *load.key())
+        hit = self._unit_memo.get(key)
+        if hit is None:
+            m, d, pr, n = self.model, self.deployment, self.pricer, load.unit_tokens
+            gemms = self._routed_moe(n, load.decode_only)
+            act = routed_elementwise(pr, m, d, n, load.decode_only, load.sender_tokens)
+            hit = {"moe_routed": combine(gemms, act)}
+            hit.update(unit_comm_ops(pr, m, d, self.gpu, load))
+            hit.setdefault("ep_dispatch", ZERO)
+            hit.setdefault("ep_combine", ZERO)
+            self._unit_memo[key] = hit
+        return hit
+
+    def _micro_batch_rank_s(self, batch: BatchShape, rank: int) -> tuple[float, float]:
+        """A rank's own work in each of its two micro-batches (`RankSegments.split_in_two`),
+        each priced on its own, per step. At decode batch sizes a micro-batch's projection
+        GEMMs read the same weights for half the tokens, so it costs more than half; at
+        prefill sizes (compute-bound) about half, plus its launches. Decode-only ranks are
+        memoised like whole decode ranks."""
+        sel = batch.rank == rank
+        if not bool(batch.is_decode[sel].all()):
+            return self._parts_s(self._segments(batch, sel))
+        k = batch.kv_tokens[sel]
+        order = np.argsort(k, kind="stable")
+        halves = [order[0::2], order[1::2]]
+        key: tuple[int, ...] = (int(batch.new_tokens[sel].max()),)
+        for idx in halves:
+            key += (len(idx), log_bucket(float(k[idx].sum())))
+        hit = self._micro_memo.get(key)
+        if hit is None:
+            hit = self._parts_s(self._segments(batch, sel))
+            if len(self._micro_memo) > 100_000:
+                self._micro_memo.clear()
+            self._micro_memo[key] = hit
+        return hit
+
+    def _parts_s(self, s: RankSegments) -> tuple[float, float]:
+        a, b = (total_seconds(self._rank_ops(p)) for p in s.split_in_two())
+        return a, b

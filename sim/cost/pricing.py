@@ -3,22 +3,28 @@
 An op is named from the profile vocabulary (`sim.specs.profile.OP_ATTRIBUTES`) and described by
 all its attributes at a representative point (e.g. a rank's decode batch at its mean context).
 The estimator prices the op's reference work at that point (`sim.cost.op_work`, the convention
-calibration tables use, so measured points come back exactly); the ratio of that time to its
-roofline is then applied to the step's actual work (every request's own context counted). The
-ratio is memoised per shape bucket (2^(1/16) steps per numeric attribute). Ops outside the
-vocabulary are priced by the roofline fallback: GQA and linear-attention cores at the profile's
-attention efficiency (as MLA cores without a table are), the rest at its GEMM efficiency.
+calibration tables use, so measured points come back exactly). At a fixed shape an estimate is
+`max(FLOPs / peak x compute rate, bytes / bandwidth x memory rate) + fixed`: a table's rates are
+both 1 / its efficiency there, with no fixed part (its latencies include the launch); the
+roofline's are 1 / its compute and memory efficiencies, and its launch overhead is the fixed part.
+Probing the estimator with the reference FLOPs alone (once, and twice over) and its bytes alone
+recovers the three; the step's actual work (every request's own context counted) is then priced
+with them, so the launch is paid once per call whatever the ratio of actual to reference work,
+and a roofline-priced op over segments of unlike shapes is priced at its own bound. The rates
+are memoised per shape bucket (2^(1/16) steps per numeric attribute). Ops outside the vocabulary
+are priced by the roofline fallback: GQA and linear-attention cores at the profile's attention
+efficiency (as MLA cores without a table are), the rest at its GEMM efficiency.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from sim.cost.batch import OpTime
 from sim.cost.op_work import op_work
-from sim.cost.roofline import OpEstimator, RooflineCost, roofline_seconds
+from sim.cost.roofline import Estimate, OpEstimator, RooflineCost
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import MlaSpec
 from sim.specs.profile import COMM_OPS, OP_ATTRIBUTES
@@ -41,46 +47,78 @@ def _bucket(v: object) -> object:
     return v
 
 
+@dataclass(frozen=True)
+class _Rate:
+    """An op's price at one shape: seconds per roofline second of compute and of memory
+    traffic, and fixed seconds per call."""
+
+    compute: float
+    memory: float
+    fixed_s: float
+    source: str
+    extrapolated: bool
+
+    def time(self, compute_s: float, memory_s: float) -> OpTime:
+        seconds = max(self.compute * compute_s, self.memory * memory_s) + self.fixed_s
+        return OpTime(seconds=seconds, source=self.source, extrapolated=self.extrapolated)
+
+
+def _rate(price: Callable[[float, float], Estimate], compute_s: float, memory_s: float) -> _Rate:
+    """An estimator's rates at one shape. `price(x, y)` prices x times the reference FLOPs and
+    y times its bytes, whose roofline times are `compute_s` and `memory_s`. The fixed part is
+    what doubling the work does not double."""
+    probe = (1.0, 0.0) if compute_s > 0 else (0.0, 1.0)  # FLOPs alone, or bytes if none
+    alone = price(*probe)
+    fixed = 2.0 * alone.seconds - price(2 * probe[0], 2 * probe[1]).seconds
+    fixed = min(max(fixed, 0.0), alone.seconds)
+    compute = (alone.seconds - fixed) / compute_s if compute_s > 0 else 0.0
+    memory = 0.0
+    if memory_s > 0:
+        bytes_alone = price(0.0, 1.0) if compute_s > 0 else alone
+        memory = (bytes_alone.seconds - fixed) / memory_s
+    return _Rate(compute, memory, fixed, alone.source, alone.extrapolated)
+
+
 @dataclass
 class Pricer:
-    """Prices ops for one deployment; ratios to the roofline memoised per shape bucket."""
+    """Prices ops for one deployment; each shape bucket's rates memoised."""
 
     gpu: GpuSpec
     estimator: OpEstimator
     mla_spec: MlaSpec | None = None
     fallback: OpEstimator | None = None
     attention_fallback: OpEstimator | None = None  # FALLBACK_ATTENTION_OPS (default: fallback)
-    _memo: dict[tuple[object, ...], tuple[float, str, bool]] = field(default_factory=dict)
+    _memo: dict[tuple[object, ...], _Rate] = field(default_factory=dict)
 
     def op(self, op: str, attrs: Attrs, flops: float, bytes_: float, dtype: str = "bf16") -> OpTime:
         """Seconds of `op` doing `flops`/`bytes_`, at the efficiency its shape `attrs` has."""
-        ideal = roofline_seconds(self.gpu, flops, bytes_, dtype)
-        if ideal <= 0.0:
+        compute_s = flops / self.gpu.peak_flops_per_s(dtype)
+        memory_s = bytes_ / self.gpu.hbm_bytes_per_s
+        if compute_s <= 0.0 and memory_s <= 0.0:
             return ZERO
         memo_key = (op, dtype, *((k, _bucket(v)) for k, v in sorted(attrs.items())))
         hit = self._memo.get(memo_key)
         if hit is None:
-            hit = self._ratio(op, attrs, flops, bytes_, dtype)
+            hit = self._rate(op, attrs, flops, bytes_, dtype)
             self._memo[memo_key] = hit
-        return OpTime(seconds=hit[0] * ideal, source=hit[1], extrapolated=hit[2])
+        return hit.time(compute_s, memory_s)
 
-    def _ratio(
-        self, op: str, attrs: Attrs, flops: float, bytes_: float, dtype: str
-    ) -> tuple[float, str, bool]:
-        if op not in OP_ATTRIBUTES:
-            fallback = self.fallback
+    def _rate(self, op: str, attrs: Attrs, flops: float, bytes_: float, dtype: str) -> _Rate:
+        estimator = self.estimator
+        if op in OP_ATTRIBUTES:
+            flops, bytes_ = op_work(op, attrs, mla_spec=self.mla_spec, dtype=dtype)
+        else:
+            estimator = self.fallback or RooflineCost(self.gpu)
             if op in FALLBACK_ATTENTION_OPS and self.attention_fallback is not None:
-                fallback = self.attention_fallback
-            est = (fallback or RooflineCost(self.gpu)).estimate(
-                op, key=attrs, point={}, flops=flops, bytes_=bytes_, dtype=dtype
+                estimator = self.attention_fallback
+
+        def price(x: float, y: float) -> Estimate:
+            return estimator.estimate(
+                op, key=attrs, point={}, flops=x * flops, bytes_=y * bytes_, dtype=dtype
             )
-            return est.seconds / roofline_seconds(self.gpu, flops, bytes_, dtype), est.source, False
-        ref_flops, ref_bytes = op_work(op, attrs, mla_spec=self.mla_spec, dtype=dtype)
-        est = self.estimator.estimate(
-            op, key=attrs, point={}, flops=ref_flops, bytes_=ref_bytes, dtype=dtype
-        )
-        ref = roofline_seconds(self.gpu, ref_flops, ref_bytes, dtype)
-        return est.seconds / ref, est.source, est.extrapolated
+
+        g = self.gpu
+        return _rate(price, flops / g.peak_flops_per_s(dtype), bytes_ / g.hbm_bytes_per_s)
 
     def link(self, op: str, attrs: Attrs, bytes_: float, link_bytes_per_s: float) -> OpTime:
         """A collective moving `bytes_` per GPU over a link, at the efficiency its shape has."""
@@ -94,14 +132,21 @@ class Pricer:
             _, ref_bytes = op_work(op, attrs)
             link_fn = getattr(self.estimator, "link_seconds", None)
             if link_fn is None or ref_bytes <= 0:
-                hit = (1.0, "roofline", False)
+                hit = _Rate(0.0, 1.0, 0.0, "roofline", False)
             else:
-                est = link_fn(
-                    op, key=attrs, point={}, bytes_=ref_bytes, link_bytes_per_s=link_bytes_per_s
-                )
-                hit = (est.seconds / (ref_bytes / link_bytes_per_s), est.source, est.extrapolated)
+
+                def price(_: float, y: float) -> Estimate:
+                    return link_fn(  # type: ignore[no-any-return]
+                        op,
+                        key=attrs,
+                        point={},
+                        bytes_=y * ref_bytes,
+                        link_bytes_per_s=link_bytes_per_s,
+                    )
+
+                hit = _rate(price, 0.0, ref_bytes / link_bytes_per_s)
             self._memo[memo_key] = hit
-        return OpTime(seconds=hit[0] * ideal, source=hit[1], extrapolated=hit[2])
+        return hit.time(0.0, ideal)
 
 
 def combine(*times: OpTime) -> OpTime:
@@ -119,3 +164,7 @@ def combine(*times: OpTime) -> OpTime:
 
 def scale(t: OpTime, factor: float) -> OpTime:
     return OpTime(seconds=t.seconds * factor, source=t.source, extrapolated=t.extrapolated)
+
+
+def total_seconds(ops: Mapping[str, OpTime]) -> float:
+    return sum(t.seconds for t in ops.values())

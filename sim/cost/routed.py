@@ -2,8 +2,9 @@
 
 The busiest GPU sets the unit's MoE time: its token-expert pairs follow from the routing skew
 and EPLB replicas (`sim.cost.experts`); its grouped GEMMs read only the experts that receive
-tokens. Their activation kernels are in `sim.cost.elementwise`. The same skew sizes what the
-busiest GPU receives in the EP exchange (`receive_skew`, used by `sim.cost.comm_ops`).
+tokens (`experts_touched`). Their activation kernels are in `sim.cost.elementwise`. The same
+skew sizes what the busiest GPU receives in the EP exchange (`receive_skew`, used by
+`sim.cost.comm_ops`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import math
 
 from sim.cost.batch import OpTime
 from sim.cost.experts import busiest_gpu_tokens
-from sim.cost.layer_ops import ACT
-from sim.cost.memory import WEIGHT_BYTES
+from sim.cost.layer_ops import compute_dtype, weight_excess_bytes
+from sim.cost.op_work import op_work
 from sim.cost.pricing import ZERO, Pricer, combine
 from sim.specs.deployment import Deployment
 from sim.specs.model import ModelSpec
@@ -44,18 +45,30 @@ def receive_skew(model: ModelSpec, d: Deployment, unit_tokens: float) -> float:
     return busiest_tokens(model, d, unit_tokens) / even
 
 
+def experts_touched(local: int, pairs: float) -> float:
+    """Expected distinct experts among `local` that `pairs` token-expert pairs land on, each
+    pair on one of them uniformly: local (1 - (1 - 1/local)^pairs). Experts that receive no
+    token are not read."""
+    if pairs <= 0:
+        return 0.0
+    return local * (1.0 - (1.0 - 1.0 / local) ** pairs)
+
+
 def routed_gemms(
     pr: Pricer, model: ModelSpec, d: Deployment, unit_tokens: float, decode_only: bool
 ) -> OpTime:
-    """Grouped up (gate+up) and down GEMMs of one MoE layer on the busiest EP GPU."""
+    """Grouped up (gate+up) and down GEMMs of one MoE layer on the busiest EP GPU.
+
+    Work follows `op_work`'s grouped-GEMM convention over the experts actually read: FP8
+    inputs with FP8 weights (the dispatch sends FP8 tokens; the down input is quantised with
+    the SiLU-and-mul), BF16 with BF16 weights."""
     if unit_tokens <= 0:
         return ZERO
     moe = model.moe
     busiest = busiest_tokens(model, d, unit_tokens)
     local = math.ceil((moe.n_routed_experts + d.eplb_redundant_experts) / d.ep)
     inter = moe.moe_intermediate_size // d.moe_tp
-    h, wb = model.hidden_size, WEIGHT_BYTES[d.weight_dtype]
-    dtype = "bf16" if d.weight_dtype == "bf16" else "fp8"
+    h, dtype = model.hidden_size, compute_dtype(d.weight_dtype)
     attrs = {
         "tokens_per_expert": max(busiest / local, 1e-3),
         "num_local_experts": local,
@@ -63,19 +76,11 @@ def routed_gemms(
         "intermediate": inter,
         "layout": "masked" if decode_only else "contiguous",
     }
-    touched = min(local, busiest)  # experts that receive no token are not read
-    up = pr.op(
-        "moe_up",
-        attrs,
-        2.0 * busiest * h * 2 * inter,
-        touched * h * 2 * inter * wb + busiest * (h + 2 * inter) * ACT,
-        dtype,
-    )
-    down = pr.op(
-        "moe_down",
-        attrs,
-        2.0 * busiest * inter * h,
-        touched * inter * h * wb + busiest * (inter + h) * ACT,
-        dtype,
-    )
-    return combine(up, down)
+    touched = experts_touched(local, busiest)
+    read = {**attrs, "num_local_experts": touched, "tokens_per_expert": busiest / touched}
+    times = []
+    for op, weights in (("moe_up", h * 2 * inter), ("moe_down", inter * h)):
+        flops, bytes_ = op_work(op, read, dtype=dtype)
+        bytes_ += touched * weights * weight_excess_bytes(d.weight_dtype)
+        times.append(pr.op(op, attrs, flops, bytes_, dtype))
+    return combine(*times)

@@ -14,7 +14,14 @@ import numpy as np
 
 from sim.cost.batch import BatchShape, OpTime, StepCost
 from sim.cost.calibrated import CalibratedCost, check_model
-from sim.cost.comm_ops import CommLoad, comm_loads, draft_comm, unit_comm_ops
+from sim.cost.comm_ops import (
+    CommLoad,
+    comm_loads,
+    draft_comm,
+    layer_comm_ops,
+    tp_allreduce,
+    unit_comm_ops,
+)
 from sim.cost.dispatch import Segments, choose_paths
 from sim.cost.elementwise import draft_elementwise, rank_elementwise, routed_elementwise
 from sim.cost.layer_ops import (
@@ -26,14 +33,9 @@ from sim.cost.layer_ops import (
     linear_attention_layer,
     mla_layer,
 )
-from sim.cost.memory import (
-    dsa_active,
-    kv_bytes_per_token,
-    kv_bytes_per_token_layer,
-    plan_memory,
-)
-from sim.cost.overlap import NORMAL_KERNEL_SM_SHARE, two_batch_step
-from sim.cost.pricing import Pricer, combine, log_bucket, scale
+from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
+from sim.cost.overlap import TwoBatchOverlap, comm_time
+from sim.cost.pricing import Pricer, combine, scale, total_seconds
 from sim.cost.roofline import OpEstimator, RooflineCost
 from sim.cost.routed import routed_gemms
 from sim.specs.deployment import Deployment
@@ -41,10 +43,8 @@ from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
 from sim.specs.profile import Profile
 
-ZERO = OpTime(seconds=0.0, source="roofline")
 
-
-class ServingCostModel:
+class ServingCostModel(TwoBatchOverlap):
     """Prices steps of one deployment (model x GPU x layout), from a profile or the roofline."""
 
     def __init__(
@@ -100,7 +100,7 @@ class ServingCostModel:
         )
         self._decode_memo: dict[tuple[int, ...], tuple[float, dict[str, OpTime]]] = {}
         self._unit_memo: dict[tuple[object, ...], dict[str, OpTime]] = {}
-        self._micro_memo: dict[tuple[int, ...], float] = {}
+        self._micro_memo: dict[tuple[int, ...], tuple[float, float]] = {}
 
     # -- memory facts the engine and results need ---------------------------------------------
     @property
@@ -121,8 +121,9 @@ class ServingCostModel:
         ranks = batch.num_ranks
         if batch.size == 0:
             return StepCost(duration_s=0.0, rank_attention_s=np.zeros(ranks))
-        rank, dec, new = batch.rank, batch.is_decode, batch.new_tokens
+        rank, dec = batch.rank, batch.is_decode
         n_r = np.bincount(rank, minlength=ranks)
+        new = batch.new_tokens
         tokens_r: np.ndarray
         if int(new.min()) == int(new.max()):  # uniform verify width: no weighted count needed
             tokens_r = n_r * float(new[0])  # float array
@@ -135,20 +136,21 @@ class ServingCostModel:
             mixed[rank[~dec]] = True
             for r in np.flatnonzero(mixed):  # ranks running prefill chunks: priced exactly
                 rank_ops[int(r)] = self._rank_ops(self._segments(batch, rank == r))
-                rank_s[r] = _total(rank_ops[int(r)])
+                rank_s[r] = total_seconds(rank_ops[int(r)])
         busy_decode = ~mixed & (n_r > 0)
         if busy_decode.any():  # decode-only ranks: memoised by (batch, S, context sums)
             self._price_decode_ranks(batch, busy_decode, n_r, rank_s, rank_ops)
         crit = int(np.argmax(rank_s))
         if crit not in rank_ops:  # ties: a decode rank priced alike
             crit = max(rank_ops, key=lambda r: rank_s[r])
-        load, draft = comm_loads(batch, tokens_r, crit, mtp=self.deployment.mtp_draft_tokens > 0)
-        unit_ops = self._unit_ops(load, draft)
+        mtp = self.deployment.mtp_draft_tokens > 0
+        load, draft, extend = comm_loads(batch, tokens_r, crit, mtp=mtp)
+        unit_ops = self._unit_ops(load, draft, extend)
         ops = {**rank_ops[crit], **unit_ops}
         duration = sum(t.seconds for t in ops.values())
         saved = 0.0
         if self.deployment.two_batch_overlap and comm_time(unit_ops) > 0:
-            saved = self._overlap_saving(batch, load, crit, float(rank_s[crit]), unit_ops)
+            saved = self._overlap_saving(batch, load, crit, rank_s, tokens_r, unit_ops)
             duration -= saved
         return StepCost(
             duration_s=duration, rank_attention_s=rank_s, ops=ops, overlap_saved_s=saved
@@ -159,13 +161,8 @@ class ServingCostModel:
         q, k, dec = batch.new_tokens[sel], batch.kv_tokens[sel], batch.is_decode[sel]
         if self.model.attention == "mla":
             seg = Segments(new_tokens=q, kv_tokens=k, is_decode=dec)
-            paths = choose_paths(
-                self.deployment.mla_policy,
-                self.model,
-                seg,
-                sparse=self.sparse,
-                heads=self.ctx.heads,
-            )
+            policy, heads = self.deployment.mla_policy, self.ctx.heads
+            paths = choose_paths(policy, self.model, seg, sparse=self.sparse, heads=heads)
         else:
             paths = np.zeros(len(q), dtype=np.int8)
         samples = None if batch.samples_token is None else batch.samples_token[sel]
@@ -200,7 +197,7 @@ class ServingCostModel:
             if hit is None:
                 r = int(busy_ranks[first[i]])
                 ops = self._rank_ops(self._segments(batch, rank == r))
-                hit = (_total(ops), ops)
+                hit = (total_seconds(ops), ops)
                 if len(self._decode_memo) > 100_000:
                     self._decode_memo.clear()
                 self._decode_memo[(s_q, key)] = hit
@@ -221,46 +218,69 @@ class ServingCostModel:
         ops["moe_shared"] = scale(ffn["moe_shared"], m.moe_layers)
         ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
         logits = float(s.q[s.is_decode].sum() + s.sampling_prefills)
-        ops["lm_head"] = gemm(pr, c, logits, m.hidden_size, m.vocab_size // c.tp)
+        ops["lm_head"] = self._head(logits)
         ops["elementwise"] = rank_elementwise(pr, c, s)
+        if c.tp > 1:
+            allreduce = tp_allreduce(pr, m, self.deployment, self.gpu, s.tokens)
+            ops["tp_allreduce"] = scale(allreduce, m.num_layers)
         drafts = self.deployment.mtp_draft_tokens
-        if drafts and s.is_decode.any():
-            dec = s.is_decode
-            one = RankSegments(
-                q=np.ones(int(dec.sum())), k=s.k[dec], is_decode=dec[dec], path=s.path[dec]
-            )
-            draft_layer = mla_layer(pr, c, one) if m.attention == "mla" else gqa_layer(pr, c, one)
-            n = float(dec.sum())
-            step = combine(
-                *draft_layer.values(),
-                *ffn_rank_ops(pr, c, n).values(),
-                draft_elementwise(pr, c, one),
-                gemm(pr, c, n, 2 * m.hidden_size, m.hidden_size),
-                gemm(pr, c, n, m.hidden_size, m.vocab_size // c.tp),
-            )
-            ops["mtp_draft"] = scale(step, drafts)
+        dec = s.is_decode
+        if drafts and dec.any():
+            n = int(dec.sum())
+            one = RankSegments(q=np.ones(n), k=s.k[dec], is_decode=dec[dec], path=s.path[dec])
+            ops["mtp_draft"] = scale(self._mtp_module(one, float(n)), drafts)
+        if drafts and not dec.all():  # the module's extend over the prompt fills its own KV
+            pre = ~dec
+            chunks = RankSegments(q=s.q[pre], k=s.k[pre], is_decode=dec[pre], path=s.path[pre])
+            ops["mtp_prefill"] = self._mtp_module(chunks, float(s.sampling_prefills))
         return ops
+
+    def _head(self, tokens: float) -> OpTime:
+        """Logits of `tokens` rows: lm_head is held and run in BF16 whatever the weights'
+        dtype (vocab-parallel over attention TP)."""
+        m, c = self.model, self.ctx
+        return gemm(self.pricer, c, tokens, m.hidden_size, m.vocab_size // c.tp, "bf16")
+
+    def _mtp_module(self, s: RankSegments, logits: float) -> OpTime:
+        """One forward of the MTP module over segments `s` on a rank: the BF16 eh_proj of the
+        embedding and hidden state, one attention layer, the MoE layer's gate and shared
+        experts (its routed experts are unit-wide), its kernels, and `logits` head rows."""
+        m, c, pr = self.model, self.ctx, self.pricer
+        layer = mla_layer(pr, c, s) if m.attention == "mla" else gqa_layer(pr, c, s)
+        return combine(
+            *layer.values(),
+            *ffn_rank_ops(pr, c, s.tokens, dense=False).values(),
+            draft_elementwise(pr, c, s),
+            gemm(pr, c, s.tokens, 2 * m.hidden_size, m.hidden_size, "bf16"),
+            self._head(logits),
+        )
 
     def _routed_moe(self, unit_tokens: float, decode_only: bool) -> OpTime:
         """One MoE layer's routed-expert GEMMs on the busiest EP GPU."""
         return routed_gemms(self.pricer, self.model, self.deployment, unit_tokens, decode_only)
 
-    def _unit_ops(self, load: CommLoad, draft: CommLoad | None) -> dict[str, OpTime]:
-        """Unit-wide ops (routed experts, communication), memoised per 2^(1/16) token bucket."""
-        key: tuple[object, ...] = (load.decode_only, *_load_key(load))
-        key += _load_key(draft) if draft else ()
+    def _unit_ops(
+        self, load: CommLoad, draft: CommLoad | None, extend: CommLoad | None
+    ) -> dict[str, OpTime]:
+        """Unit-wide ops (routed experts, communication), memoised per 2^(1/16) token bucket.
+        `draft`: the MTP draft passes' load; `extend`: the MTP module's over prompt chunks."""
+        key: tuple[object, ...] = (load.decode_only, *load.key())
+        for extra in (draft, extend):
+            key += (extra.key(),) if extra else (None,)
         hit = self._unit_memo.get(key)
         if hit is None:
-            hit = self._unit_ops_uncached(load, draft)
+            hit = self._unit_ops_uncached(load, draft, extend)
             if len(self._unit_memo) > 100_000:
                 self._unit_memo.clear()
             self._unit_memo[key] = hit
         return hit
 
-    def _unit_ops_uncached(self, load: CommLoad, draft: CommLoad | None) -> dict[str, OpTime]:
+    def _unit_ops_uncached(
+        self, load: CommLoad, draft: CommLoad | None, extend: CommLoad | None
+    ) -> dict[str, OpTime]:
         m, d, pr, n = self.model, self.deployment, self.pricer, load.unit_tokens
         ops = {"moe_routed": scale(self._routed_moe(n, load.decode_only), m.moe_layers)}
-        act = routed_elementwise(pr, m, d, n, load.decode_only, load.rank_tokens)
+        act = routed_elementwise(pr, m, d, n, load.decode_only, load.sender_tokens)
         ops["moe_elementwise"] = scale(act, m.moe_layers)
         drafts = d.mtp_draft_tokens
         if draft is not None and draft.unit_tokens > 0:
@@ -270,100 +290,16 @@ class ServingCostModel:
             comm = draft_comm(pr, m, d, self.gpu, draft, drafts)
             if comm.seconds > 0:
                 ops["mtp_draft_comm"] = comm
+        if extend is not None and extend.unit_tokens > 0:  # the MTP module over prompt chunks
+            n_pre = extend.unit_tokens
+            act = routed_elementwise(pr, m, d, n_pre, False, extend.sender_tokens)
+            ops["mtp_prefill_moe"] = combine(self._routed_moe(n_pre, False), act)
+            ops["mtp_prefill_comm"] = combine(*layer_comm_ops(pr, m, d, self.gpu, extend).values())
         ops.update(unit_comm_ops(pr, m, d, self.gpu, load))
         return ops
-
-    def _overlap_saving(
-        self,
-        batch: BatchShape,
-        load: CommLoad,
-        crit: int,
-        rank_total: float,
-        unit_ops: dict[str, OpTime],
-    ) -> float:
-        """Time two micro-batches save (negative when splitting costs more than it hides).
-
-        Each half re-prices the routed experts and the communication at half the tokens (the
-        expert weights are read twice; each half's exchange is again set by its busiest sender
-        or receiver), and the critical rank's own work per micro-batch
-        (`_micro_batch_rank_s`). The halves are then scheduled layer by layer on a compute and a
-        communication stream (`sim.cost.overlap`).
-        """
-        m, d, decode_only = self.model, self.deployment, load.decode_only
-        half = CommLoad(
-            rank_tokens=load.rank_tokens / 2,
-            sender_tokens=load.sender_tokens / 2,
-            unit_tokens=load.unit_tokens / 2,
-            decode_only=decode_only,
-        )
-        key = ("half", decode_only, *_load_key(half))
-        hit = self._unit_memo.get(key)
-        if hit is None:
-            n = half.unit_tokens
-            gemms = self._routed_moe(n, decode_only)
-            act = routed_elementwise(self.pricer, m, d, n, decode_only, half.rank_tokens)
-            hit = {"moe_routed": combine(gemms, act)}  # SiLU runs between up and down
-            hit.update(unit_comm_ops(self.pricer, m, d, self.gpu, half))
-            self._unit_memo[key] = hit
-        layers = m.moe_layers
-        # compute sharing SMs with DeepEP's normal kernels runs on the SMs they leave free
-        slow = 1.0 if decode_only else 1.0 / (1.0 - NORMAL_KERNEL_SM_SHARE)
-        attn = self._micro_batch_rank_s(batch, crit, rank_total) / layers * slow
-        moe = hit["moe_routed"].seconds * slow
-        dispatch = hit["ep_dispatch"].seconds / layers
-        combine_s = hit["ep_combine"].seconds / layers
-        overlapped = two_batch_step(attn, dispatch, moe, combine_s, layers)
-        moe_serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
-        serial = rank_total + moe_serial + comm_time(unit_ops)
-        return serial - overlapped
-
-    def _micro_batch_rank_s(self, batch: BatchShape, crit: int, rank_total: float) -> float:
-        """One micro-batch's share of the critical rank's own work, per step.
-
-        A decode-only rank splits its requests in two (alternating by context length) and each
-        half is priced on its own: at decode batch sizes its projection GEMMs read the same
-        weights for half the tokens, so a half costs more than half. A rank running prefill
-        chunks is halved by tokens: its GEMMs are compute-bound at prefill sizes.
-        """
-        sel = batch.rank == crit
-        if int(sel.sum()) < 2 or not bool(batch.is_decode[sel].all()):
-            return rank_total / 2
-        k = batch.kv_tokens[sel]
-        order = np.argsort(k, kind="stable")
-        halves = [order[0::2], order[1::2]]
-        key: tuple[int, ...] = (int(batch.new_tokens[sel].max()),)
-        for idx in halves:
-            key += (len(idx), log_bucket(float(k[idx].sum())))
-        hit = self._micro_memo.get(key)
-        if hit is None:
-            s = self._segments(batch, sel)
-            parts = [
-                RankSegments(q=s.q[i], k=s.k[i], is_decode=s.is_decode[i], path=s.path[i])
-                for i in halves
-            ]
-            hit = sum(_total(self._rank_ops(p)) for p in parts) / 2
-            if len(self._micro_memo) > 100_000:
-                self._micro_memo.clear()
-            self._micro_memo[key] = hit
-        return hit
 
 
 def _buckets(x: np.ndarray) -> np.ndarray:
     """Integer 2^(1/16) buckets of positive sums (0 stays its own bucket)."""
     out: np.ndarray = np.where(x > 0, np.round(np.log2(np.maximum(x, 1e-9)) * 16), -1)
     return out.astype(np.int64)
-
-
-def _load_key(load: CommLoad) -> tuple[int, int, int]:
-    """2^(1/16) buckets of the token counts that size unit-wide work."""
-    u, r, s = load.unit_tokens, load.rank_tokens, load.sender_tokens
-    return log_bucket(u), log_bucket(r), log_bucket(s)
-
-
-def _total(ops: dict[str, OpTime]) -> float:
-    return sum(t.seconds for t in ops.values())
-
-
-def comm_time(ops: dict[str, OpTime]) -> float:
-    """EP communication in a step: what two-batch overlap can hide."""
-    return sum(ops[n].seconds for n in ("ep_dispatch", "ep_combine") if n in ops)

@@ -153,7 +153,7 @@ def test_prefill_steps_add_deepep_normal_mode_kernels() -> None:
     busiest = busiest_gpu_tokens(
         1024 * 8, 256, d.ep, d.expert_zipf_exponent, d.eplb_redundant_experts, 8
     )
-    split = {k.name: k for k in ew.routed_kernels(V3, d, 1024, False, rank_tokens=64)}
+    split = {k.name: k for k in ew.routed_kernels(V3, d, 1024, False, sender_tokens=64)}
     assert list(split) == [
         "routed_silu_mul", "routed_quant_down_input", "quant_dispatch_input", "ep_scatter",
         "ep_gather",
@@ -163,7 +163,7 @@ def test_prefill_steps_add_deepep_normal_mode_kernels() -> None:
     assert split["ep_scatter"].tokens == pytest.approx(busiest)
     assert split["ep_scatter"].bytes_per_token == pytest.approx(2 * (1 + 4 / 128) * 7168)
     assert split["ep_gather"].bytes_per_token == 4 * 7168
-    one_gpu = ew.routed_kernels(V3, dp(nodes=1, moe_ep=1, moe_tp=8), 1024, False, rank_tokens=64)
+    one_gpu = ew.routed_kernels(V3, dp(nodes=1, moe_ep=1, moe_tp=8), 1024, False, sender_tokens=64)
     assert [k.name for k in one_gpu] == ["routed_silu_mul", "routed_quant_down_input"]
 
 

@@ -7,9 +7,10 @@ import pytest
 
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
-from sim.cost import comm_ops, serving
+from sim.cost import comm_ops, overlap, serving
 from sim.cost.batch import BatchShape
 from sim.cost.comm_ops import CommLoad
+from sim.cost.op_work import op_work
 from sim.cost.routed import receive_skew
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
@@ -60,8 +61,19 @@ def test_even_routing_keeps_deepeps_published_point() -> None:
     cm = ServingCostModel(V3, H800, ep32(), H800_PUB)
     step = cm.step_cost(unit([128] * 32, [2048] * 32))
     per_layer = step.ops["ep_dispatch"].seconds / V3.moe_layers
+    attrs = {"tokens_per_rank": 128, "ep": 32, "mode": "low_latency", "link": "rdma"}
+    attrs |= {"hidden": V3.hidden_size, "topk": 8}
+    link = H800.nic_gb_s * 1e9
+    table_bytes = op_work("ep_dispatch", attrs)[1]
+
+    def estimate(bytes_: float) -> float:
+        est = cm.pricer.estimator.link_seconds  # type: ignore[attr-defined]
+        t = est("ep_dispatch", key=attrs, point={}, bytes_=bytes_, link_bytes_per_s=link)
+        return float(t.seconds)
+
+    assert estimate(table_bytes) == pytest.approx(155e-6, rel=1e-9)  # the published point
     # the table's bytes count all 8 copies; a GPU sends 8 x 31/32 of them off-GPU
-    assert per_layer == pytest.approx(155e-6 * 31 / 32, rel=1e-9)
+    assert per_layer == pytest.approx(estimate(table_bytes * 31 / 32), rel=1e-9)
     assert step.ops["ep_dispatch"].source == "published"
 
 
@@ -84,6 +96,7 @@ def test_each_overlap_half_is_sized_by_its_busiest_sender(monkeypatch: pytest.Mo
         return comm_ops.unit_comm_ops(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(serving, "unit_comm_ops", spy)
+    monkeypatch.setattr(overlap, "unit_comm_ops", spy)
     cm = ServingCostModel(V3, H800, ep32(two_batch_overlap=True))
     cm.step_cost(unit([128] + [8] * 31, [100] + [20000] * 31))
     full, half = loads

@@ -1,12 +1,19 @@
-"""The two-batch schedule against hand-computed timelines."""
+"""The two-batch schedule against hand-computed timelines, and what it saves in a step."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.cost.overlap import _schedule, two_batch_step
+from sim.catalog import load_gpu, load_model
+from sim.cost.batch import BatchShape
+from sim.cost.overlap import Stage, _schedule, micro_batch_step, two_batch_step
+from sim.cost.serving import ServingCostModel
+from sim.specs import Deployment
+
+V3, H800 = load_model("deepseek-v3"), load_gpu("h800")
 
 
 def test_no_communication_is_just_compute() -> None:
@@ -46,6 +53,52 @@ def test_between_overlap_bound_and_serial(a: float, d: float, m: float, c: float
 def test_periodic_extrapolation_equals_the_full_schedule(
     a: float, d: float, m: float, c: float, n: int
 ) -> None:
+    same = Stage(a, d, m, c)
     assert two_batch_step(a, d, m, c, n) == pytest.approx(
-        _schedule(a, d, m, c, n), rel=1e-9, abs=1e-12
+        _schedule(same, same, n), rel=1e-9, abs=1e-12
     )
+
+
+def test_an_empty_first_micro_batch_leaves_the_second_serial() -> None:
+    idle, whole = Stage(0.0, 0.0, 0.0, 0.0), Stage(1.0, 0.5, 2.0, 0.25)
+    assert micro_batch_step(idle, whole, 10) == pytest.approx(10 * 3.75)
+
+
+stage = st.builds(Stage, *[st.floats(0.0, 5.0)] * 4)
+
+
+@given(stage, stage, st.integers(1, 120))
+def test_unequal_micro_batches_extrapolate_like_the_full_schedule(
+    a: Stage, b: Stage, n: int
+) -> None:
+    assert micro_batch_step(a, b, n) == pytest.approx(_schedule(a, b, n), rel=1e-9, abs=1e-12)
+
+
+def decode(counts: list[int], kv: int = 4096) -> BatchShape:
+    rank = np.repeat(np.arange(len(counts)), counts)
+    return BatchShape(
+        num_ranks=len(counts),
+        rank=rank,
+        new_tokens=np.ones(rank.size, dtype=np.int64),
+        kv_tokens=np.full(rank.size, kv),
+        is_decode=np.ones(rank.size, dtype=bool),
+    )
+
+
+def test_one_request_per_rank_is_not_split() -> None:
+    """SGLang halves a decode batch by requests: one request gives an empty micro-batch and a
+    whole one, so two-batch overlap neither hides nor adds anything."""
+    on = ServingCostModel(V3, H800, Deployment(name="on", nodes=2, two_batch_overlap=True))
+    off = ServingCostModel(V3, H800, Deployment(name="off", nodes=2))
+    step = on.step_cost(decode([1] * 16))
+    assert step.overlap_saved_s == 0.0
+    assert step.duration_s == off.step_cost(decode([1] * 16)).duration_s
+    assert on.step_cost(decode([2] * 16)).overlap_saved_s != 0.0  # two requests split
+
+
+def test_one_small_rank_does_not_switch_the_overlap_off() -> None:
+    """A rank with one request puts it in the second micro-batch; the others still overlap."""
+    cm = ServingCostModel(V3, H800, Deployment(name="on", nodes=4, two_batch_overlap=True))
+    full = cm.step_cost(decode([256] * 32)).overlap_saved_s
+    assert full > 0
+    assert cm.step_cost(decode([256] * 31 + [1])).overlap_saved_s == pytest.approx(full, rel=0.01)

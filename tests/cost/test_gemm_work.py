@@ -1,0 +1,134 @@
+"""GEMM work and pricing: one byte convention with the tables, BF16 heads, launches per call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.catalog import load_gpu, load_model
+from sim.catalog.profiles import load_profile
+from sim.cost.batch import BatchShape, OpTime
+from sim.cost.calibrated import CalibratedCost
+from sim.cost.memory import WEIGHT_BYTES
+from sim.cost.pricing import Pricer
+from sim.cost.roofline import RooflineCost
+from sim.cost.routed import busiest_tokens, experts_touched, routed_gemms
+from sim.cost.serving import ServingCostModel
+from sim.specs import Deployment
+
+V3, H800, H200 = load_model("deepseek-v3"), load_gpu("h800"), load_gpu("h200")
+H800_PUB = load_profile("h800-published")
+Call = tuple[str, dict[str, object], float, float, str, OpTime]
+
+
+def spied(cm: ServingCostModel) -> list[Call]:
+    """Record every op the cost model prices: name, attributes, FLOPs, bytes, dtype, time."""
+    calls: list[Call] = []
+    price = cm.pricer.op
+
+    def spy(op: str, attrs: dict[str, object], flops: float, bytes_: float, dtype: str = "bf16"):  # type: ignore[no-untyped-def]
+        t = price(op, attrs, flops, bytes_, dtype)
+        calls.append((op, dict(attrs), flops, bytes_, dtype, t))
+        return t
+
+    cm.pricer.op = spy  # type: ignore[method-assign]
+    return calls
+
+
+def decode(ranks: int, per_rank: int, kv: int, s_q: int = 1) -> BatchShape:
+    n = ranks * per_rank
+    return BatchShape(
+        num_ranks=ranks,
+        rank=np.repeat(np.arange(ranks), per_rank),
+        new_tokens=np.full(n, s_q),
+        kv_tokens=np.full(n, kv),
+        is_decode=np.ones(n, dtype=bool),
+    )
+
+
+def gemms(calls: list[Call], k: int, n: int) -> list[Call]:
+    return [c for c in calls if c[0] == "gemm" and (c[1]["k"], c[1]["n"]) == (k, n)]
+
+
+def test_deepgemm_table_point_comes_back_inside_a_step() -> None:
+    """DeepGEMM's kv_a projection (7168 -> 576) at m = 256 (InferSim's H800 table: 10.283 us):
+    the FP8 GEMM reads its input in FP8 (the BF16 read is the quant kernel's), as the table
+    counts it, so a rank of 256 decode requests prices it at exactly the table's latency."""
+    cm = ServingCostModel(V3, H800, Deployment(name="dp", nodes=2, attn_tp=1), H800_PUB)
+    calls = spied(cm)
+    cm.step_cost(decode(16, 256, 4096))
+    ((_, attrs, _, nbytes, dtype, t),) = gemms(calls, 7168, 576)
+    assert attrs["m"] == 256 and dtype == "fp8"
+    assert nbytes == 7168 * 576 + 256 * 7168 + 2 * 256 * 576  # FP8 weights and input, BF16 out
+    assert t.source == "published" and not t.extrapolated
+    assert t.seconds == pytest.approx(10.283e-6, rel=1e-9)
+
+
+def test_bf16_weights_keep_bf16_inputs() -> None:
+    d = Deployment(name="bf16", nodes=4, attn_tp=1, weight_dtype="bf16")
+    cm = ServingCostModel(V3, H200, d)
+    calls = spied(cm)
+    cm.step_cost(decode(32, 8, 4096))
+    ((_, _, _, nbytes, dtype, _),) = gemms(calls, 7168, 576)
+    assert dtype == "bf16" and nbytes == 2 * (7168 * 576 + 8 * 7168 + 8 * 576)
+
+
+def test_heads_router_and_eh_proj_run_in_bf16_with_fp8_weights() -> None:
+    """SGLang keeps lm_head (and the MTP module's head and eh_proj) and the router GEMM in
+    BF16 with DeepSeek's FP8 checkpoints, as memory holds lm_head: BF16 weights at BF16 peak."""
+    d = Deployment(name="dp", nodes=2, attn_tp=1, mtp_draft_tokens=1, mtp_acceptance=(0.8,))
+    cm = ServingCostModel(V3, H200, d)  # datasheet roofline: time is work over peak
+    calls = spied(cm)
+    step = cm.step_cost(decode(16, 1, 4096, s_q=2))
+    h, vocab = V3.hidden_size, V3.vocab_size
+    heads = gemms(calls, h, vocab)
+    assert sorted(c[1]["m"] for c in heads) == [1, 2]  # the draft head, then the verify head
+    bf16 = [*heads, *gemms(calls, h, V3.moe.n_routed_experts), *gemms(calls, 2 * h, h)]
+    assert len(bf16) == 5 and {c[4] for c in bf16} == {"bf16"}
+    weights = 2.0 * h * vocab
+    assert step.ops["lm_head"].seconds == pytest.approx(
+        (weights + 2 * 2 * (h + vocab)) / H200.hbm_bytes_per_s, rel=1e-9
+    )
+    assert {c[4] for c in gemms(calls, h, 576)} == {"fp8"}  # the projections stay FP8
+
+
+def test_launch_is_paid_once_per_call_whatever_the_work_ratio() -> None:
+    """A roofline-priced op's reference work (op_work at its shape) can differ from the step's
+    actual work (experts not read, a segment of another shape): its launch is not scaled."""
+    launch, e_c, e_m = 5e-6, 0.5, 0.8
+    pr = Pricer(H200, RooflineCost(H200, e_c, e_m, launch))
+    # 32 local experts in the shape, 8 of them read: a quarter of the reference weight bytes
+    attrs = {"tokens_per_expert": 0.25, "num_local_experts": 32, "hidden": 7168}
+    attrs |= {"intermediate": 2048, "layout": "masked"}
+    flops, nbytes = 2.0 * 8 * 7168 * 4096, 8 * 7168 * 4096 + 8 * 7168 + 2 * 8 * 4096
+    t = pr.op("moe_up", attrs, flops, nbytes, "fp8")
+    assert t.seconds == pytest.approx(nbytes / (H200.hbm_bytes_per_s * e_m) + launch, rel=1e-12)
+    # a compute-bound step priced at a memory-bound reference shape keeps its own bound
+    big = 2.0 * 4096 * 7168 * 7168
+    t = pr.op("gemm", {"m": 1, "k": 7168, "n": 7168}, big, 1e6, "fp8")
+    assert t.seconds == pytest.approx(big / (H200.peak_flops_per_s("fp8") * e_c) + launch)
+    # a collective without a table: the profile's link efficiency plus one launch
+    rl = load_profile("h200-roofline")
+    link_pr = Pricer(H200, CalibratedCost(rl, H200))
+    attrs = {"bytes": 1e6, "gpus": 8, "link": "nvlink"}
+    t = link_pr.link("all_reduce", attrs, 3e5, 400e9)
+    r = rl.roofline
+    expected = 3e5 / (400e9 * r.comm_link_efficiency.value) + r.launch_overhead_us.value * 1e-6
+    assert t.seconds == pytest.approx(expected, rel=1e-12)
+
+
+def test_routed_experts_read_the_distinct_experts_their_pairs_land_on() -> None:
+    """EP8 (32 experts per GPU), one decode request per rank: the busiest GPU's token-expert
+    pairs land on local (1 - (1 - 1/local)^pairs) distinct experts, not one expert each."""
+    d = Deployment(name="ep8", nodes=1, attn_tp=1, weight_dtype="fp4")
+    cm = ServingCostModel(V3, H200, d)  # datasheet roofline: memory-bound time is bytes / bandwidth
+    pairs = busiest_tokens(V3, d, 8.0)
+    touched = experts_touched(32, pairs)
+    assert touched == pytest.approx(32 * (1 - (31 / 32) ** pairs))
+    assert touched < 0.9 * pairs  # pairs collide on experts
+    h, i = V3.hidden_size, V3.moe.moe_intermediate_size
+    weights = touched * 3 * h * i * WEIGHT_BYTES["fp4"]
+    activations = pairs * (h + i) + pairs * 2 * (2 * i + h)  # FP8 inputs, BF16 outputs
+    t = routed_gemms(cm.pricer, V3, d, 8.0, decode_only=True).seconds
+    assert t == pytest.approx((weights + activations) / H200.hbm_bytes_per_s, rel=1e-9)
+    assert experts_touched(32, 0.0) == 0.0 and experts_touched(1, 5.0) == 1.0

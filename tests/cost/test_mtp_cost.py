@@ -1,0 +1,77 @@
+"""The MTP module's work: one attention layer and one MoE layer per pass, over the decode
+requests for each draft token and over prompt chunks to fill its own KV."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.catalog import load_gpu, load_model
+from sim.cost.batch import BatchShape
+from sim.cost.serving import ServingCostModel
+from sim.specs import Deployment
+
+V3, H200 = load_model("deepseek-v3"), load_gpu("h200")
+MTP = {"mtp_draft_tokens": 1, "mtp_acceptance": (0.8,)}
+
+
+def ep16(**kw: object) -> Deployment:
+    return Deployment(name="ep16", nodes=2, attn_tp=1, **kw)  # type: ignore[arg-type]
+
+
+def test_a_draft_pass_runs_no_dense_mlp() -> None:
+    """DeepSeek's MTP module is a MoE layer: a draft pass runs its gate and shared expert (its
+    routed experts are unit-wide), never the 18432-wide dense MLP of the first layers."""
+    cm = ServingCostModel(V3, H200, ep16(**MTP))
+    calls: list[tuple[int, int, float]] = []
+    price = cm.pricer.op
+
+    def spy(op: str, attrs: dict[str, object], flops: float, bytes_: float, dtype: str = "bf16"):  # type: ignore[no-untyped-def]
+        if op == "gemm":
+            calls.append((int(attrs["k"]), int(attrs["n"]), float(attrs["m"])))  # type: ignore[call-overload]
+        return price(op, attrs, flops, bytes_, dtype)
+
+    cm.pricer.op = spy  # type: ignore[method-assign]
+    requests = 8  # per rank, verify width 2: the target runs 16 tokens, a draft pass 8
+    batch = BatchShape(
+        num_ranks=16,
+        rank=np.repeat(np.arange(16), requests),
+        new_tokens=np.full(16 * requests, 2),
+        kv_tokens=np.full(16 * requests, 4096),
+        is_decode=np.ones(16 * requests, dtype=bool),
+    )
+    cm.step_cost(batch)
+    dense = V3.moe.dense_intermediate_size
+    assert {m for k, n, m in calls if (k, n) == (dense, V3.hidden_size)} == {2 * requests}
+    shared = V3.moe.n_shared_experts * V3.moe.moe_intermediate_size
+    shared_m = {m for k, n, m in calls if (k, n) == (shared, V3.hidden_size)}
+    assert shared_m == {requests, 2 * requests}
+
+
+def prefill(samples: bool) -> BatchShape:
+    return BatchShape(
+        num_ranks=16,
+        rank=np.arange(16),
+        new_tokens=np.full(16, 2048),
+        kv_tokens=np.full(16, 2048),
+        is_decode=np.zeros(16, dtype=bool),
+        samples_token=np.full(16, samples),
+    )
+
+
+def test_the_mtp_module_runs_over_prompt_chunks() -> None:
+    """With MTP, a prompt chunk also runs the MTP module to fill its KV: about one more layer
+    of the target (plus its eh_proj), on the rank and in the unit-wide experts and exchange."""
+    with_mtp = ServingCostModel(V3, H200, ep16(**MTP)).step_cost(prefill(False))
+    without = ServingCostModel(V3, H200, ep16()).step_cost(prefill(False))
+    assert "mtp_prefill" not in without.ops
+    for op in ("mtp_prefill", "mtp_prefill_moe", "mtp_prefill_comm"):
+        assert with_mtp.ops[op].seconds > 0
+    one_layer = without.duration_s / V3.num_layers
+    extra = with_mtp.duration_s - without.duration_s
+    assert 0.8 * one_layer < extra < 2 * one_layer
+    # its head runs only for chunks that finish their prompt (the first draft token)
+    last = ServingCostModel(V3, H200, ep16(**MTP)).step_cost(prefill(True))
+    head = 2.0 * V3.hidden_size * V3.vocab_size / H200.hbm_bytes_per_s  # BF16, one row each
+    gain = last.ops["mtp_prefill"].seconds - with_mtp.ops["mtp_prefill"].seconds
+    assert gain == pytest.approx(head, rel=0.05)
