@@ -71,7 +71,8 @@ def test_default_page_search_shows_gpus_and_probes(monkeypatch: pytest.MonkeyPat
     for trace, (_, row) in zip(tpot["data"], table.iterrows(), strict=True):
         rates = array(trace, "x")
         assert len(rates) == row["runs"] and rates == sorted(rates)
-        assert rates[:2] == [4.0, 8.0]  # the closed loop is searched from the start rate, doubled
+        # the closed loop is searched from the start rate, then doubled (or halved)
+        assert 4.0 in rates and (8.0 in rates or 2.0 in rates)
         i = rates.index(pytest.approx(row["max req/s"]))
         symbols = trace["marker"]["symbol"]
         assert symbols[i] == "circle" and symbols[i + 1] == "x"  # met at the max, missed just above

@@ -20,7 +20,7 @@ TINY: dict[str, Any] = {
         "input": {"kind": "fixed", "tokens": 1000},
         "output": {"kind": "fixed", "tokens": 50},
     },
-    "slo": {"ttft_s": 0.5, "tpot_s": 0.05, "percentile": 90},
+    "slo": {"ttft_s": 0.5, "tpot_s": 0.1, "percentile": 90},
     "run": {"duration_s": 8.0, "warmup_s": 1.0, "seed": 1},
 }
 

@@ -142,7 +142,7 @@ def test_decode_condition_is_tpot_rejections_and_backlog_not_ttft(found: tuple) 
         return d.model_copy(update=kw | {"requests": d.requests.model_copy(update=counts)})
 
     assert rule.meets(changed(ttft_at_slo_s=5.0, slo_met=False), 20.0)  # TTFT is not its own
-    assert not rule.meets(changed(tpot_at_slo_s=0.051), 20.0)
+    assert not rule.meets(changed(tpot_at_slo_s=sc.slo.tpot_s * 1.02), 20.0)
     assert not rule.meets(changed(queued=11), 20.0)  # 11 > 20 req/s x 0.5 s
     assert not rule.meets(changed(rejected=1), 20.0)
     assert not rule.meets(changed(completed=0, tpot_at_slo_s=None), 20.0)
