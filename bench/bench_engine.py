@@ -1,7 +1,7 @@
 """Engine benchmark: one simulated hour of a DeepSeek-V3 decode unit, DP144 attention + EP144.
 
 18 H800 nodes (144 GPUs) serve decode only (requests arrive with their prompt's KV, as in a PD
-decode pool), MTP with one draft token, 194 requests/s (~700k in the hour), answers of 1,800
+decode pool), MTP with one draft token, 194 requests/s (~700k in the hour), answers of 1,600
 tokens on average: about 90% of the ranks' batch slots full (mean decode batch / max running
 requests) on the default `h800-roofline` profile. Prints
 simulated requests and simpy events per wall second, and the same event rate for a bare simpy
@@ -116,7 +116,7 @@ def main() -> None:
     ap.add_argument("--cost", choices=("real", "standin"), default="real")
     ap.add_argument("--duration-s", type=float, default=3600.0)
     ap.add_argument("--rate", type=float, default=194.0, help="requests per second")
-    ap.add_argument("--output-mean", type=float, default=1800.0, help="mean answer, tokens")
+    ap.add_argument("--output-mean", type=float, default=1600.0, help="mean answer, tokens")
     ap.add_argument("--warmup-s", type=float, default=300.0)
     args = ap.parse_args()
     cost = real_cost(DEPLOYMENT) if args.cost == "real" else StandinCost()
