@@ -101,16 +101,6 @@ def test_cuda_grids_cover_decode_to_long_prefill_and_the_model_widths(quick: boo
     assert len(plan.elementwise_tokens) * len(plan.elementwise_hidden) <= 40
 
 
-def _cpu_ctx() -> Ctx:
-    model = load_model("deepseek-v3")
-    return Ctx(
-        plan=make_plan("cpu", True, model.num_heads),
-        model=model,
-        gen=torch.Generator().manual_seed(0),
-        device_name="cpu",
-    )
-
-
 def test_launch_cost_is_the_slope_of_kernel_chains(
     profile: Profile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,7 +108,7 @@ def test_launch_cost_is_the_slope_of_kernel_chains(
     assert launch.source.startswith("measured: (") and "in-place BF16 adds" in launch.source
     assert launch.value >= 0
     lo, hi = elementwise.LAUNCH_CHAIN
-    ctx = _cpu_ctx()
+    ctx = _ctx()
     chains: list[int] = []
 
     def fake_time(f: object, inputs: list[tuple[torch.Tensor, torch.Tensor]]) -> Timing:
@@ -137,7 +127,7 @@ def test_launch_chain_failing_its_check_leaves_the_residual_estimate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(elementwise, "_adds", lambda n: lambda x, y: x)  # skips the adds
-    ctx = _cpu_ctx()
+    ctx = _ctx()
     elementwise.measure_launch(ctx)
     assert ctx.launch is None
     assert ctx.notes[0].startswith("elementwise launch: 33 adds: relative error")
