@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_serving import decode_batch
 
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost import elementwise as ew
-from sim.cost.batch import BatchShape
 from sim.cost.calibrated import CalibratedCost
 from sim.cost.dispatch import ABSORB, EXPAND
 from sim.cost.experts import busiest_gpu_tokens
@@ -165,17 +165,6 @@ def test_prefill_steps_add_deepep_normal_mode_kernels() -> None:
     assert split["ep_gather"].bytes_per_token == 4 * 7168
     one_gpu = ew.routed_kernels(V3, dp(nodes=1, moe_ep=1, moe_tp=8), 1024, False, sender_tokens=64)
     assert [k.name for k in one_gpu] == ["routed_silu_mul", "routed_quant_down_input"]
-
-
-def decode_batch(ranks: int, per_rank: int, kv: int, s_q: int = 1) -> BatchShape:
-    n = ranks * per_rank
-    return BatchShape(
-        num_ranks=ranks,
-        rank=np.repeat(np.arange(ranks), per_rank),
-        new_tokens=np.full(n, s_q),
-        kv_tokens=np.full(n, kv),
-        is_decode=np.ones(n, dtype=bool),
-    )
 
 
 def test_step_breakdown_has_elementwise_at_the_roofline_it_states() -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from test_serving import decode_batch as decode
 
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
-from sim.cost.batch import BatchShape, OpTime
+from sim.cost.batch import OpTime
 from sim.cost.calibrated import CalibratedCost
 from sim.cost.memory import WEIGHT_BYTES
 from sim.cost.pricing import Pricer
@@ -33,17 +33,6 @@ def spied(cm: ServingCostModel) -> list[Call]:
 
     cm.pricer.op = spy  # type: ignore[method-assign]
     return calls
-
-
-def decode(ranks: int, per_rank: int, kv: int, s_q: int = 1) -> BatchShape:
-    n = ranks * per_rank
-    return BatchShape(
-        num_ranks=ranks,
-        rank=np.repeat(np.arange(ranks), per_rank),
-        new_tokens=np.full(n, s_q),
-        kv_tokens=np.full(n, kv),
-        is_decode=np.ones(n, dtype=bool),
-    )
 
 
 def gemms(calls: list[Call], k: int, n: int) -> list[Call]:
