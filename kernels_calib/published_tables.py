@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kernels_calib import published_figures as fig
 from kernels_calib.grids import make_tables
-from sim.cost.op_work import op_work
+from sim.cost.comm import BF16, FP8_DISPATCH_BYTES_PER_ELEM, distinct_hits
 from sim.specs.model import MlaSpec
 from sim.specs.profile import KeyValue, OpTable
 
@@ -193,12 +193,21 @@ def dsa(csv_dir: Path, m: MlaSpec, notes: list[str]) -> list[OpTable]:
     return tables
 
 
+def _deepep_normal_copies(ep: int) -> float:
+    """Copies per token behind DeepEP's published normal-kernel bandwidths, as its tests count
+    them: inside a node, tokens each rank receives (from itself too); across nodes, (token,
+    node) pairs after de-duplication, the sender's own node included, with the token's experts
+    in min(nodes, 4) node groups. Uniform random routing (`comm.distinct_hits`)."""
+    if ep <= fig.DEEPEP_GPUS_PER_NODE:
+        return distinct_hits(ep, fig.DEEPEP_TOPK)
+    return distinct_hits(min(ep // fig.DEEPEP_GPUS_PER_NODE, 4), fig.DEEPEP_TOPK)
+
+
 def deepep(notes: list[str]) -> list[OpTable]:
     """ep_dispatch / ep_combine from DeepEP's H800 figures: EP8 over NVLink, larger EP over RDMA.
 
-    Low-latency latencies are as published. Normal-kernel latencies are op_work bytes divided by
-    the published bandwidth, counted as DeepEP counts them: NVLink bytes per selected expert
-    inside a node, RDMA bytes once per distinct remote node across nodes.
+    Low-latency latencies are as published. Normal-kernel latencies are the bytes behind each
+    published bandwidth divided by it (`_deepep_normal_copies`).
     """
     base: dict[str, KeyValue] = {"hidden": fig.DEEPEP_HIDDEN, "topk": fig.DEEPEP_TOPK}
     tables = []
@@ -206,9 +215,9 @@ def deepep(notes: list[str]) -> list[OpTable]:
         low = {ep: row[2 * column] for ep, row in fig.DEEPEP_LOW_LATENCY.items()}
         normal = {}
         for ep, bandwidths in fig.DEEPEP_NORMAL.items():
-            attrs = {**base, "tokens_per_rank": fig.DEEPEP_NORMAL_TOKENS_PER_RANK}
-            link = "nvlink" if ep == 8 else "rdma"
-            _, nbytes = op_work(op, {**attrs, "ep": ep, "mode": "normal", "link": link})
+            per_value = FP8_DISPATCH_BYTES_PER_ELEM if op == "ep_dispatch" else BF16
+            tokens = fig.DEEPEP_NORMAL_TOKENS_PER_RANK
+            nbytes = tokens * _deepep_normal_copies(ep) * fig.DEEPEP_HIDDEN * per_value
             normal[ep] = nbytes / (bandwidths[column] * 1e9) * 1e6
         for mode, tokens, lat in (
             ("low_latency", fig.DEEPEP_LL_TOKENS_PER_RANK, low),
@@ -239,8 +248,8 @@ def deepep(notes: list[str]) -> list[OpTable]:
                 link_bytes_per_s=fig.H800_RDMA_BYTES_PER_S,
             )
     notes.append(
-        "ep_* normal-mode latencies = op_work bytes / DeepEP's published bandwidth (internode "
-        "bytes deduplicated per remote node, as DeepEP counts them); low-latency ones are "
-        "DeepEP's own"
+        "ep_* normal-mode latencies = bytes / DeepEP's published bandwidth, bytes counted as "
+        "DeepEP's tests count them (per receiving rank inside a node; per (token, node) pair, the "
+        "sender's node included, across nodes); low-latency ones are DeepEP's own"
     )
     return tables

@@ -116,10 +116,11 @@ def derive(
     ]
     comm_effs = [c[0] for c in comm if c[0] <= 1]
     if comm_effs:
+        dropped = len(comm) - len(comm_effs)
         link = Factor(
             value=statistics.median(comm_effs),
-            source=f"median achieved/link bandwidth over {len(comm_effs)} comm points of {what} "
-            f"({len(comm) - len(comm_effs)} above the link's nominal bandwidth left out)",
+            source=f"median achieved/link bandwidth over {len(comm_effs)} comm points of {what}"
+            + (f" ({dropped} above the link's nominal bandwidth left out)" if dropped else ""),
         )
     picked = {
         "gemm_compute_efficiency": gemm,

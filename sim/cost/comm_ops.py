@@ -9,7 +9,7 @@ tokens in the step, whatever its attention time) or the busiest receiver (under 
 the EP GPU that receives the most token-expert pairs, `sim.cost.routed.receive_skew`).
 
 A step with prefill runs DeepEP's normal kernels. They have no published figure at decode
-batch sizes, and their bandwidth price (one RDMA copy per remote node, no fixed cost) falls
+batch sizes, and their bandwidth price (one copy per distinct destination, no fixed cost) falls
 below the low-latency price of the same decode tokens; but a mixed step still moves every decode
 token and runs outside the decode CUDA graph. So a mixed step's exchange costs no less than the
 low-latency exchange of its decode tokens alone, op by op.
@@ -200,7 +200,14 @@ def ep_exchange(
     moe, h = m.moe, m.hidden_size
     mode = "low_latency" if load.decode_only else "normal"
     cap = moe.groups_per_token if moe.expert_groups > 1 else None
-    copies = comm.remote_copies(moe.experts_per_token, d.ep, d.gpus_per_node, mode, max_nodes=cap)
+    copies = comm.ep_copies(
+        moe.experts_per_token,
+        d.ep,
+        comm.ep_per_node(d),
+        mode,
+        max_nodes=cap,
+        nvlink_speedup=g.nvlink_gb_s / g.nic_gb_s,
+    )
     attrs = {
         "tokens_per_rank": max(per_gpu, 1.0),
         "ep": d.ep,

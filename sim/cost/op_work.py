@@ -17,8 +17,9 @@ P = causal pairs from `sim.cost.mla.causal_pairs`):
 - dsa_indexer_*: FP8 keys plus an fp32 scale per cached token; decode scores each of its
   next_n query tokens against the whole cache, prefill scores causal pairs.
 - ep_dispatch: FP8 tokens plus one fp32 scale per 128 values; ep_combine: BF16. Bytes are per
-  rank, sent over the link; comm ops have no FLOPs. One copy per selected expert, except normal
-  (prefill) kernels over RDMA: one copy per distinct remote node (`comm.remote_copies`).
+  rank, sent over the op's bottleneck link; comm ops have no FLOPs. Copies per token as
+  `comm.ep_copies` counts them at the bottleneck link's speed, in DeepEP's benchmark layout
+  (8 H800s per node, a token on at most 4 nodes).
 - all_reduce (ring): 2(g-1)/g x bytes; all_gather, all_to_all: (g-1)/g x bytes, where `bytes` is
   the full tensor (all ranks' shares).
 """
@@ -28,11 +29,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sim.cost import mla
-from sim.cost.comm import remote_copies
+from sim.cost.comm import ep_copies
 from sim.specs.model import MlaSpec
 from sim.specs.profile import OP_ATTRIBUTES, check_op
 
 BF16 = 2.0
+# The layout of DeepEP's published benchmarks: 8 H800s per node (NVLink ~160 GB/s, one
+# ~50 GB/s NIC each), a token's experts on at most 4 nodes.
+DEEPEP_GPUS_PER_NODE, DEEPEP_MAX_NODES, DEEPEP_NVLINK_SPEEDUP = 8, 4, 160.0 / 50.0
 FP8_SCALE_GROUP = 128  # values per fp32 scale in block-scaled FP8 layouts
 
 
@@ -85,11 +89,16 @@ def op_work(
     if op == "elementwise":
         return 0.0, 2 * BF16 * f("tokens") * f("width")
     if op in ("ep_dispatch", "ep_combine"):
-        copies = f("topk")
-        if attrs["mode"] == "normal" and attrs["link"] == "rdma":
-            # DeepEP's normal kernels send a token once per remote node (8 GPUs per node,
-            # at most 4 nodes per token in its benchmark) and forward it over NVLink
-            copies = remote_copies(int(copies), int(f("ep")), 8, "normal", max_nodes=4)
+        ep = int(f("ep"))
+        per_node = ep if attrs["link"] == "nvlink" else DEEPEP_GPUS_PER_NODE
+        copies = ep_copies(
+            int(f("topk")),
+            ep,
+            per_node,
+            str(attrs["mode"]),
+            max_nodes=DEEPEP_MAX_NODES,
+            nvlink_speedup=DEEPEP_NVLINK_SPEEDUP,
+        )
         values = f("tokens_per_rank") * copies * f("hidden")
         per_value = 1.0 + 4.0 / FP8_SCALE_GROUP if op == "ep_dispatch" else BF16
         return 0.0, values * per_value

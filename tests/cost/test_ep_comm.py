@@ -9,6 +9,7 @@ from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost import comm_ops, overlap, serving
 from sim.cost.batch import BatchShape
+from sim.cost.comm import ep_copies
 from sim.cost.comm_ops import CommLoad
 from sim.cost.op_work import op_work
 from sim.cost.routed import receive_skew
@@ -72,8 +73,8 @@ def test_even_routing_keeps_deepeps_published_point() -> None:
         return float(t.seconds)
 
     assert estimate(table_bytes) == pytest.approx(155e-6, rel=1e-9)  # the published point
-    # the table's bytes count all 8 copies; a GPU sends 8 x 31/32 of them off-GPU
-    assert per_layer == pytest.approx(estimate(table_bytes * 31 / 32), rel=1e-9)
+    # the simulator counts a GPU's copies exactly as the table does (`comm.ep_copies`)
+    assert per_layer == pytest.approx(155e-6, rel=1e-9)
     assert step.ops["ep_dispatch"].source == "published"
 
 
@@ -115,3 +116,50 @@ def test_mtp_draft_passes_pay_their_exchange() -> None:
     tp_step = ServingCostModel(V3, load_gpu("h200"), tp).step_cost(unit([64], [4096], s_q=2))
     per_layer = tp_step.ops["tp_allreduce"].seconds / V3.num_layers
     assert tp_step.ops["mtp_draft_comm"].seconds == pytest.approx(per_layer / 2, rel=1e-9)
+
+
+def test_low_latency_copies_split_into_nvlink_and_rdma() -> None:
+    """Low-latency kernels send one copy per expert on another GPU; across nodes the RDMA copies
+    are the bottleneck and the NVLink ones add their time at NVLink's speed."""
+    assert ep_copies(8, 8, 8, "low_latency") == pytest.approx(7.0)
+    assert ep_copies(8, 1, 1, "low_latency") == 0.0
+    # EP32 on 4 nodes: 8 x 24/32 copies leave the node, 8 x 7/32 go to peers in it
+    both = ep_copies(8, 32, 8, "low_latency", nvlink_speedup=4.0)
+    assert both == pytest.approx(6.0 + 1.75 / 4.0)
+    # EP256: nearly every copy leaves the node
+    assert ep_copies(8, 256, 8, "low_latency", nvlink_speedup=1e9) == pytest.approx(7.75)
+
+
+def test_normal_copies_deduplicate_per_node_and_per_gpu() -> None:
+    """Normal kernels send a token once per distinct destination: per other GPU inside a node,
+    per remote node across nodes (with the NVLink forwarding stage as the alternative
+    bottleneck)."""
+    intra = ep_copies(8, 8, 8, "normal")
+    assert intra == pytest.approx(8 * (1 - (7 / 8) ** 8) * 7 / 8)
+    # 4 nodes, NVLink far faster than RDMA: the RDMA stage sets the time
+    hit = 4 * (1 - (3 / 4) ** 8)
+    assert ep_copies(8, 32, 8, "normal", nvlink_speedup=1e9) == pytest.approx(hit * 3 / 4)
+    # group-limited routing: 8 nodes, experts within 4 of them
+    limited = ep_copies(8, 64, 8, "normal", max_nodes=4, nvlink_speedup=1e9)
+    assert limited == pytest.approx(hit * 7 / 8)
+    # 2 nodes at H800's NVLink/RDMA ratio: forwarding inside the node is the slower stage
+    two = ep_copies(8, 16, 8, "normal", nvlink_speedup=3.2)
+    assert two > ep_copies(8, 16, 8, "normal", nvlink_speedup=1e9)
+
+
+def test_every_deepep_point_sits_below_its_link() -> None:
+    """Counted the way the simulator counts them, all 20 of DeepEP's published points reach
+    0.5-1 of their link: none is dropped when the link efficiency is derived."""
+    effs = []
+    for table in H800_PUB.tables:
+        if table.op not in ("ep_dispatch", "ep_combine"):
+            continue
+        assert table.link_bytes_per_s is not None
+        for p in table.points:
+            attrs = {**table.key, **p.at}
+            nbytes = op_work(table.op, attrs)[1]
+            effs.append(nbytes / table.link_bytes_per_s / (p.latency_us_p50 * 1e-6))
+    assert len(effs) == 20
+    assert all(0.5 < e < 1.0 for e in effs), sorted(effs)
+    source = H800_PUB.roofline.comm_link_efficiency.source
+    assert "20 comm points" in source and "left out" not in source
