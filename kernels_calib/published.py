@@ -52,7 +52,7 @@ def roofline_for(gpu: str, csv_dir: Path) -> tuple[RooflineFactors, list[str]]:
     """Factors for a catalog GPU, from its own published tables where there are any.
 
     H100/H200 share H800's SM90 kernels, so they take H800's factors; B200 takes FlashMLA's B200
-    sparse-prefill figure for attention and H800's factors for the rest.
+    sparse prefill and decode figures for attention and H800's factors for the rest.
     """
     own = gpu if gpu in ("h800", "h20") else "h800"
     notes: list[str] = []
@@ -67,12 +67,18 @@ def roofline_for(gpu: str, csv_dir: Path) -> tuple[RooflineFactors, list[str]]:
     if gpu != own:
         notes.append(f"{gpu}: no kernel benchmarks bundled; factors from H800's published kernels")
     if gpu == "b200":
+        peak = load_gpu("b200").bf16_tflops
         factors = _override(
             factors,
             attention_compute_efficiency=Factor(
-                value=fig.FLASHMLA_B200_SPARSE_PREFILL_TFLOPS / load_gpu("b200").bf16_tflops,
-                source="deepseek-ai/FlashMLA README: sparse MLA prefill 1450 TFLOP/s on B200 "
-                "/ 2250 BF16 peak",
+                value=fig.FLASHMLA_B200_SPARSE_PREFILL_TFLOPS / peak,
+                source="deepseek-ai/FlashMLA README: sparse MLA prefill "
+                f"{fig.FLASHMLA_B200_SPARSE_PREFILL_TFLOPS:g} TFLOP/s on B200 / {peak:g} BF16 peak",
+            ),
+            sparse_decode_compute_efficiency=Factor(
+                value=fig.FLASHMLA_B200_SPARSE_DECODE_TFLOPS / peak,
+                source="deepseek-ai/FlashMLA README: sparse MLA decode (FP8 KV) "
+                f"~{fig.FLASHMLA_B200_SPARSE_DECODE_TFLOPS:g} TFLOP/s on B200 / {peak:g} BF16 peak",
             ),
         )
     return factors, notes

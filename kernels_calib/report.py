@@ -162,7 +162,10 @@ def render(profile: Profile, console: Console, gpu_name: str | None, every_table
     for col in ("factor", "value", "source"):
         factors.add_column(col)
     for key, f in profile.roofline:
-        factors.add_row(key, f"{f.value:.3g}", f.source)
+        if f is None:
+            factors.add_row(key, "-", "none: the attention factor serves")
+        else:
+            factors.add_row(key, f"{f.value:.3g}", f.source)
     console.print(factors)
     flagged = [n for n in profile.notes if "FAILED" in n or "not timed" in n or "raised" in n]
     console.print(f"{len(profile.notes)} notes" + (":" if flagged else ""))

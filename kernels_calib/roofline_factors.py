@@ -2,7 +2,9 @@
 
 The same rules serve the bundled profiles and a fresh calibration:
 - compute efficiency: median achieved/peak FLOP/s over large (>= 50 us, so launch cost is small)
-  compute-bound points of GEMM-like tables (gemm, bmm, moe_*), and of dense MLA tables (mla_*);
+  compute-bound points of GEMM-like tables (gemm, bmm, moe_*), of dense MLA tables (mla_*), and
+  of sparse decode attention (dsa_attn_decode: gathering top-k rows, it reaches far less than
+  dense attention; without such points, the fallback's or none, i.e. the attention factor);
 - memory efficiency: median achieved/peak bandwidth over large memory-bound points of dense ops
   (GEMMs and dense MLA decode; grouped MoE GEMMs skip idle experts and DSA gathers rows, so
   their byte counts overstate);
@@ -20,7 +22,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.specs.gpu import GpuSpec
-from sim.specs.profile import ATTENTION_OPS, COMM_OPS, Factor, OpTable, RooflineFactors
+from sim.specs.profile import (
+    ATTENTION_OPS,
+    COMM_OPS,
+    DSA_ATTN_DECODE,
+    Factor,
+    OpTable,
+    RooflineFactors,
+)
 
 GEMM_LIKE = frozenset({"gemm", "bmm", "moe_up", "moe_down"})
 DENSE_MLA = frozenset(op for op in ATTENTION_OPS if op.startswith("mla_"))
@@ -88,6 +97,11 @@ def derive(
 
     gemm = median_compute(GEMM_LIKE, "GEMM")
     attention = median_compute(DENSE_MLA, "dense MLA attention")
+    sparse = median_compute(frozenset({DSA_ATTN_DECODE}), "sparse (DSA) decode attention")
+    if sparse is None and fallback is not None:
+        sparse = fallback.sparse_decode_compute_efficiency
+        if sparse is not None:
+            notes.append(f"roofline sparse_decode_compute_efficiency: taken from {fallback_what}")
     memory = link = None
     launch = measured_launch
     dense = [
@@ -135,4 +149,5 @@ def derive(
                 raise ValueError(f"no {what} points to derive {name} from, and no fallback")
             picked[name] = getattr(fallback, name)
             notes.append(f"roofline {name}: no data in {what}; taken from {fallback_what}")
-    return RooflineFactors.model_validate({k: v for k, v in picked.items()}), notes
+    factors = {**picked, "sparse_decode_compute_efficiency": sparse}
+    return RooflineFactors.model_validate(factors), notes

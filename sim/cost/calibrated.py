@@ -34,7 +34,6 @@ from sim.cost.op_work import op_work
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import MlaSpec, ModelSpec
 from sim.specs.profile import (
-    ATTENTION_OPS,
     COMM_OPS,
     MLA_SHAPED_OPS,
     OP_ATTRIBUTES,
@@ -120,8 +119,7 @@ def _fixed_s(grid: _Grid, factors: RooflineFactors) -> float:
     if table.op in COMM_OPS:
         typical = bytes_ / (grid.bandwidth * factors.comm_link_efficiency.value)
     else:
-        attention = table.op in ATTENTION_OPS
-        e_c = factors.attention_compute_efficiency if attention else factors.gemm_compute_efficiency
+        e_c = factors.compute_efficiency(table.op)
         e_m = factors.memory_bandwidth_efficiency
         typical = _roofline_s(flops, bytes_, grid.peak * e_c.value, grid.bandwidth * e_m.value)
     fixed = t0 - typical  # what the profile's own efficiencies leave unexplained
@@ -196,9 +194,7 @@ class CalibratedCost:
         t_rl = _roofline_s(flops, bytes_, peak, bandwidth)
         if op not in self._grids:
             r = self.profile.roofline
-            e_c = (
-                r.attention_compute_efficiency if op in ATTENTION_OPS else r.gemm_compute_efficiency
-            )
+            e_c = r.compute_efficiency(op)
             seconds = _roofline_s(
                 flops, bytes_, peak * e_c.value, bandwidth * r.memory_bandwidth_efficiency.value
             )

@@ -222,14 +222,31 @@ class RooflineFactors(Spec):
     memory_bandwidth_efficiency: Factor = Field(description="Fraction of HBM bandwidth reached.")
     launch_overhead_us: Factor = Field(description="Fixed cost added per kernel, microseconds.")
     comm_link_efficiency: Factor = Field(description="Fraction of link bandwidth reached.")
+    sparse_decode_compute_efficiency: Factor | None = Field(
+        default=None,
+        description="Sparse (DSA) decode attention's fraction of peak FLOP/s: it gathers top-k "
+        "latent rows per token and reaches well below dense attention. None: "
+        "attention_compute_efficiency.",
+    )
 
     @model_validator(mode="after")
     def _fractions(self) -> RooflineFactors:
-        for name in ("gemm_compute", "attention_compute", "memory_bandwidth", "comm_link"):
-            value = getattr(self, f"{name}_efficiency").value
-            if not 0 < value <= 1:
-                raise ValueError(f"roofline.{name}_efficiency must be in (0, 1], got {value}")
+        names = ("gemm_compute", "attention_compute", "memory_bandwidth", "comm_link")
+        for name in (*names, "sparse_decode_compute"):
+            factor = getattr(self, f"{name}_efficiency")
+            if factor is not None and not 0 < factor.value <= 1:
+                raise ValueError(
+                    f"roofline.{name}_efficiency must be in (0, 1], got {factor.value}"
+                )
         return self
+
+    def compute_efficiency(self, op: str) -> Factor:
+        """The fraction of peak FLOP/s an op without a table reaches."""
+        if op == DSA_ATTN_DECODE and self.sparse_decode_compute_efficiency is not None:
+            return self.sparse_decode_compute_efficiency
+        if op in ATTENTION_OPS:
+            return self.attention_compute_efficiency
+        return self.gemm_compute_efficiency
 
 
 class CrossoverPoint(Spec):

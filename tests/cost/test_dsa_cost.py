@@ -104,3 +104,27 @@ def test_indexer_cache_follows_the_models_index_head_dim() -> None:
     d = Deployment(name="d")
     per_layer = (kv_bytes_per_token(V32, d) - kv_bytes_per_token(narrow, d)) / V32.num_layers
     assert per_layer == 128 - 64  # FP8 keys, the fp32 scale unchanged
+
+
+def test_sparse_decode_has_its_own_roofline_efficiency() -> None:
+    """Without a table, sparse (DSA) decode attention is priced at the profile's sparse-decode
+    factor (InferSim's FlashMLA sparse decode points: ~0.38 of H800's peak), not at dense
+    attention's; dense and sparse prefill keep the attention factor."""
+    from sim.cost.calibrated import CalibratedCost
+
+    profile = load_profile("h200-roofline")
+    r = profile.roofline
+    sparse = r.sparse_decode_compute_efficiency
+    assert sparse is not None and "sparse (DSA) decode" in sparse.source
+    assert 0.3 < sparse.value < 0.45 < r.attention_compute_efficiency.value
+    cost = CalibratedCost(profile, load_gpu("h200"))
+    attrs = {"batch": 64, "kv_len": 8192, "s_q": 1, "topk": 2048, "heads": 128, "kv_dtype": "bf16"}
+    flops = 1e12  # compute-bound whatever the bytes
+    decode = cost.estimate("dsa_attn_decode", key=attrs, point={}, flops=flops, bytes_=1.0)
+    peak = load_gpu("h200").peak_flops_per_s("bf16")
+    launch = r.launch_overhead_us.value * 1e-6
+    assert decode.seconds == pytest.approx(flops / (peak * sparse.value) + launch)
+    prefill_attrs = {"s_q": 4096, "s_kv": 4096, "topk": 2048, "heads": 128}
+    prefill = cost.estimate("dsa_attn_prefill", key=prefill_attrs, point={}, flops=flops, bytes_=1)
+    expected = flops / (peak * r.attention_compute_efficiency.value) + launch
+    assert prefill.seconds == pytest.approx(expected)
