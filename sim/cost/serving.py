@@ -149,7 +149,11 @@ class ServingCostModel(TwoBatchOverlap):
         ops = {**rank_ops[crit], **unit_ops}
         duration = sum(t.seconds for t in ops.values())
         saved = 0.0
-        if self.deployment.two_batch_overlap and comm_time(unit_ops) > 0:
+        # SGLang splits a step into two micro-batches only when every busy DP rank runs the same
+        # forward mode: all extend (a prefill chunk, decode requests alongside or not) or all
+        # decode; a step where some ranks prefill while others decode runs whole
+        modes_agree = not (mixed.any() and busy_decode.any())
+        if self.deployment.two_batch_overlap and modes_agree and comm_time(unit_ops) > 0:
             saved = self._overlap_saving(batch, load, crit, rank_s, tokens_r, unit_ops)
             duration -= saved
         return StepCost(

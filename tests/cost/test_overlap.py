@@ -102,3 +102,29 @@ def test_one_small_rank_does_not_switch_the_overlap_off() -> None:
     full = cm.step_cost(decode([256] * 32)).overlap_saved_s
     assert full > 0
     assert cm.step_cost(decode([256] * 31 + [1])).overlap_saved_s == pytest.approx(full, rel=0.01)
+
+
+def _step(new: list[list[int]], tbo: bool) -> float:
+    """overlap_saved_s of one EP16 step: new[r] lists the new tokens of rank r's requests
+    (1: a decode request, more: a prefill chunk), each with 2,000 cached tokens."""
+    rank = np.repeat(np.arange(len(new)), [len(r) for r in new])
+    tokens = np.concatenate([np.array(r) for r in new])
+    batch = BatchShape(
+        num_ranks=len(new),
+        rank=rank,
+        new_tokens=tokens,
+        kv_tokens=np.full(rank.size, 2000),
+        is_decode=tokens == 1,
+    )
+    d = Deployment(name="ep16", nodes=2, attn_tp=1, two_batch_overlap=tbo)
+    return ServingCostModel(V3, H800, d).step_cost(batch).overlap_saved_s
+
+
+def test_two_batches_only_when_every_rank_runs_the_same_forward_mode() -> None:
+    """SGLang splits a step only when all busy DP ranks agree: all decode or all extend."""
+    decode, chunk = [1] * 256, [1] * 255 + [512]
+    assert _step([decode] * 16, tbo=True) > 0  # all decode
+    assert _step([chunk] * 16, tbo=True) > 0  # all extend (a chunk beside decode requests)
+    assert _step([[]] * 8 + [decode] * 8, tbo=True) > 0  # idle ranks do not vote
+    assert _step([chunk] + [decode] * 15, tbo=True) == 0  # one rank prefills: the step runs whole
+    assert _step([decode] * 16, tbo=False) == 0
