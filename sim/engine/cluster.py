@@ -94,7 +94,10 @@ def build_cluster(
         pre, pre_units = _pool(
             env, "prefill", dep.prefill, pre_cost, table, feed, draws, "transfer"
         )
-        dec, dec_units = _pool(env, "decode", dep.decode, dec_cost, table, xfeed, draws, "decode")
+        dec, dec_units = _pool(
+            env, "decode", dep.decode, dec_cost, table, xfeed, draws, "decode",
+            first_token_in_decode=True,
+        )  # fmt: skip
         gb_s = dep.kv_transfer_gb_s or nic_gb_s
         link = KvTransfer(
             table, xfeed, kv_bytes_per_token=pre_cost.kv_bytes_per_token,

@@ -9,6 +9,9 @@
 - Each unit's running-set counters (requests per rank, requests in prefill) and derived columns
   (KV tokens, page room) equal a fresh count from the requests it holds.
 - Simulated time only moved forward: each unit's steps start in order and never overlap.
+- Tokens: the steps' logged output tokens add up to the tokens the requests hold; no request
+  holds more than it asked for, a finished one all of them (one, in a prefill-only pool), its
+  first token no later than its last.
 """
 
 from __future__ import annotations
@@ -127,8 +130,27 @@ def check_time(cluster: Cluster, end_s: float) -> None:
                 raise InvariantError(f"{pool.name} unit {u}: a logged step ends after the run")
 
 
+def check_tokens(cluster: Cluster, table: RequestTable) -> None:
+    n = table.size
+    logged = sum(int(pool.log.column("output_tokens").sum()) for pool in cluster.pools)
+    if logged != int(table.generated[:n].sum()):
+        raise InvariantError(
+            f"steps logged {logged} output tokens, requests hold {int(table.generated[:n].sum())}"
+        )
+    done = table.phase[:n] == Phase.DONE
+    generated, wanted = table.generated[:n], table.output_tokens[:n]
+    if (generated > wanted).any():
+        raise InvariantError("a request has more output tokens than it asked for")
+    ends_at_first_token = cluster.pools[-1].deployment.role == "prefill"
+    if not ends_at_first_token and (generated[done] != wanted[done]).any():
+        raise InvariantError("a finished request is missing output tokens")
+    if (table.first_token_s[:n][done] > table.finish_s[:n][done]).any():
+        raise InvariantError("a finished request's first token comes after its last")
+
+
 def check_all(cluster: Cluster, table: RequestTable, arrived: int, end_s: float) -> RequestCounts:
     counts = count_requests(cluster, table, arrived)
+    check_tokens(cluster, table)
     check_kv(cluster, table)
     check_running(cluster, table)
     check_time(cluster, end_s)

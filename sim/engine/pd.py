@@ -8,7 +8,8 @@ caches one prefill rank sends share its link: they go one after another (in requ
 several leave in the same step), so a burst of short prompts, or a slow link, queues.
 
 The first token is sampled by the prefill pool but reaches the user from the decode pool, which
-streams the reply: it travels with the cache, so a PD request's TTFT ends when its cache lands.
+streams the reply once the request has a slot: its TTFT ends with the decode pool's first step
+for it, so a wait for a decode slot counts as time to first token, not as time per token.
 """
 
 from __future__ import annotations
@@ -67,5 +68,5 @@ class KvTransfer:
         self._link_free_s[r[first]] = end[first + counts - 1]
         self.sent += int(ids.shape[0])
         self.total_s += float((end - now).sum())
-        self.table.first_token_s[ids[order]] = end  # delivered with the cache, from decode
+        self.table.first_token_s[ids] = np.nan  # streamed by the decode pool (module docstring)
         self.feed.push(end, ids[order])

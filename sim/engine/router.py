@@ -44,7 +44,11 @@ class RoundRobin(Router):
 
 
 class LeastTokens(Router):
-    """Fewest outstanding tokens (prefill + decode work left, queued and running)."""
+    """Fewest outstanding tokens (prefill + decode work left, queued and running).
+
+    It counts each request's decode work from its true output length, which a real router
+    does not know: read it as the best a length-aware router could do. `least_kv` uses only
+    what a router sees (KV in use and queued)."""
 
     name = "least_tokens"
 

@@ -24,7 +24,7 @@ _NONE = np.zeros(0, dtype=np.int64)
 
 
 def _decode(
-    pool: Pool, rs: RunningSet, plan: StepPlan, now: float, progress: IntArray
+    pool: Pool, rs: RunningSet, plan: StepPlan, start_s: float, now: float, progress: IntArray
 ) -> tuple[int, int, IntArray]:
     """Advance the decode rows: (tokens emitted, untruncated accept tokens, positions done).
 
@@ -33,13 +33,16 @@ def _decode(
     """
     nd, t = plan.n_decode, pool.table
     k = plan.admitted_from
-    if pool.first_token_in_decode and k < plan.n:  # a standalone decode pool: first tokens
-        # come from here, and only rows admitted in this plan can still be at zero tokens
+    if pool.first_token_in_decode and k < plan.n:  # a decode pool: first tokens reach the
+        # user from here, and only rows admitted in this plan can still lack one
         new = rs.ids[k:]
-        first = t.generated[new] == 0
+        first = np.isnan(t.first_token_s[new])
         if rs.n_prefill:
             first &= rs.is_decode[k:]
-        t.first_token_s[new[first]] = now
+        new = new[first]
+        # a PD request brings its first token from prefill: streamed as its first step starts;
+        # a request arriving with its KV alone gets it from this step
+        t.first_token_s[new] = np.where(t.generated[new] > 0, start_s, now)
     acc = pool.sampler.accepted(nd)
     # one draft: acc is 0/1, so counting beats summing
     accept = (int(np.count_nonzero(acc)) if pool.draft_tokens == 1 else int(acc.sum())) + nd
@@ -110,7 +113,7 @@ def apply_step(
     leaving = [_NONE]
     to_transfer = _NONE
     if plan.n_decode:
-        out_tokens, accept, done = _decode(pool, rs, plan, now, progress)
+        out_tokens, accept, done = _decode(pool, rs, plan, start_s, now, progress)
         leaving.append(done)
     if plan.prefill_pos.shape[0]:
         pos, chunks = plan.prefill_pos, plan.chunks

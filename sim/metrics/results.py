@@ -72,10 +72,21 @@ class DeploymentResults(Spec):
     request_throughput_req_s: float = Field(description="Completed requests per second.")
     ttft_s: Percentiles = Field(description="Time to first token.")
     tpot_s: Percentiles = Field(description="Time per output token after the first.")
-    itl_s: Percentiles = Field(description="Time between successive token deliveries.")
+    itl_s: Percentiles = Field(
+        description="Time between successive token deliveries, per delivery: an MTP step "
+        "delivering several tokens at once is one gap, so with MTP it exceeds TPOT."
+    )
     e2e_s: Percentiles = Field(description="Arrival to last token.")
-    goodput_req_s: float = Field(description="Completed requests per second meeting the SLO.")
-    slo_attainment: float | None = Field(description="Share of completed requests meeting SLO.")
+    goodput_req_s: float = Field(
+        description="Requests per second that finished in the window within both SLO targets "
+        "(the population of request_throughput_req_s)."
+    )
+    slo_attainment: float | None = Field(
+        description="Share of post-warm-up arrivals whose SLO outcome is known that met it: "
+        "finished within both targets, against finished outside one, rejected, first token late, "
+        "or still waiting past the TTFT target at the end (requests in flight within both "
+        "targets are undecided and left out)."
+    )
     slo_met: bool = Field(description="TTFT and TPOT at the SLO percentile are within target.")
     ttft_at_slo_s: float | None = Field(description="TTFT at the SLO percentile, seconds.")
     tpot_at_slo_s: float | None = Field(description="TPOT at the SLO percentile, seconds.")

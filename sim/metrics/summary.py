@@ -14,7 +14,7 @@ import numpy as np
 
 from sim.engine import Phase, SimOutput
 from sim.engine.pool import Pool
-from sim.metrics.requests import request_latencies
+from sim.metrics.requests import BoolArray, RequestLatencies, request_latencies
 from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut
 from sim.metrics.stats import percentiles, quantile, weighted_percentiles
 from sim.specs.deployment import PdDeployment
@@ -103,18 +103,38 @@ def _counts(out: SimOutput, mine: np.ndarray) -> RequestCountsOut:
     )
 
 
+def _slo_outcomes(out: SimOutput, lat: RequestLatencies, slo: Slo) -> tuple[BoolArray, BoolArray]:
+    """Per request: met the SLO (finished within both targets; a one-token output has no TPOT,
+    so only its TTFT counts), and failed it already (finished outside a target, rejected, a
+    first token later than the TTFT target, or none yet and older than it at the end)."""
+    t, n = out.table, out.table.size
+    tpot = np.nan_to_num(lat.tpot_s, nan=0.0)
+    in_time = lat.ttft_s <= slo.ttft_s  # NaN (no first token yet) compares False
+    met = lat.done & in_time & (tpot <= slo.tpot_s)
+    rejected = t.phase[:n] == Phase.REJECTED
+    waiting_too_long = np.isnan(lat.ttft_s) & (out.end_s - t.arrival_s[:n] > slo.ttft_s)
+    late = ~np.isnan(lat.ttft_s) & ~in_time
+    failed = (lat.done & ~met) | rejected | waiting_too_long | late
+    return met, failed & ~met
+
+
+def _attainment(met: BoolArray, failed: BoolArray, after_warmup: BoolArray) -> float | None:
+    """Share of the decided requests that arrived after the warm-up which met the SLO; requests
+    still in flight within both targets are undecided and left out."""
+    decided = (met | failed) & after_warmup
+    return float(met[decided].mean()) if decided.any() else None
+
+
 def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
     t, n = out.table, out.table.size
     lo, hi = out.warmup_s, out.end_s
     window = max(hi - lo, 1e-12)
     first, finish, in_len = t.first_token_s[:n], t.finish_s[:n], t.input_tokens[:n]
     lat = request_latencies(out)
-    m = lat.measured
     samples = lat.samples()
     ttft, tpot, e2e = samples["TTFT"], samples["TPOT"], samples["E2E"]
-    # goodput: a one-token output has no TPOT, so only its TTFT is held to the SLO
-    tpot_all = np.nan_to_num(lat.tpot_s[m], nan=0.0)
-    good = (ttft <= slo.ttft_s) & (tpot_all <= slo.tpot_s)
+    met, failed = _slo_outcomes(out, lat, slo)
+    finished_in_window = lat.done & (finish >= lo)
     emitted = 0
     for pool in out.cluster.pools:
         log = pool.log
@@ -146,8 +166,8 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         tpot_s=percentiles(tpot),
         itl_s=weighted_percentiles(*_itl(out)),
         e2e_s=percentiles(e2e),
-        goodput_req_s=int(good.sum()) / window,
-        slo_attainment=float(good.mean()) if good.size else None,
+        goodput_req_s=int((met & finished_in_window).sum()) / window,
+        slo_attainment=_attainment(met, failed, lat.after_warmup),
         slo_met=bool(
             ttft_q is not None and ttft_q <= slo.ttft_s and (tpot_q is None or tpot_q <= slo.tpot_s)
         ),

@@ -28,7 +28,9 @@ class Probe(Spec):
         description="TPOT at the SLO percentile, seconds (null unless it is 50, 90 or 99)."
     )
     output_tok_s_per_gpu: float = Field(description="Output tokens per second per GPU.")
-    goodput_req_s: float = Field(description="Completed requests per second meeting the SLO.")
+    goodput_req_s: float = Field(
+        description="Requests per second that finished in the window within both SLO targets."
+    )
     queued: int = Field(description="Requests still waiting for admission at the end.")
     rejected: int = Field(description="Requests rejected (KV could never fit one rank).")
 

@@ -49,7 +49,10 @@ class Deployment(Spec):
     moe_tp: int = Field(default=1, ge=1, description="Tensor-parallel size of each expert.")
     dense_ffn: Literal["tp", "dp"] = Field(
         default="tp",
-        description="Dense MLP layers: 'tp' shards them over the attention rank, 'dp' replicates.",
+        description="Dense MLP layers (the first dense layers): 'tp' shards them over the "
+        "attention TP group (nothing to shard at attn_tp 1), 'dp' replicates them. SGLang's "
+        "default under DP attention shards them over the whole unit behind a token gather; that "
+        "layout is not modelled.",
     )
     weight_dtype: WeightDType = Field(default="fp8", description="GEMM weight dtype.")
     kv_dtype: DType = Field(
@@ -98,8 +101,10 @@ class Deployment(Spec):
         default=0.9,
         gt=0.0,
         le=1.0,
-        description="Share of HBM for weights + KV + activations (vLLM's "
-        "gpu_memory_utilization, default 0.9; SGLang's --mem-fraction-static).",
+        description="Share of device memory for weights + KV + activations, as vLLM's "
+        "gpu_memory_utilization (default 0.9): activation_reserve_gb comes out of it. SGLang's "
+        "--mem-fraction-static covers weights + KV only: to mimic it, set mem_fraction to it "
+        "and activation_reserve_gb to 0.",
     )
     activation_reserve_gb: float = Field(
         default=4.0, ge=0.0, description="HBM kept per GPU for activations, graphs and buffers."
@@ -107,8 +112,9 @@ class Deployment(Spec):
     router: RouterName = Field(
         default="least_tokens",
         description="Request router across DP ranks and replicas: 'round_robin', "
-        "'least_tokens' (least work left: prefill + output tokens) or 'least_kv' (least KV in "
-        "use + queued).",
+        "'least_tokens' (least work left: prefill + output tokens, with each request's true "
+        "output length, which no real router knows: a best case) or 'least_kv' (least KV in "
+        "use + queued, what a real router sees).",
     )
 
     @property

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 from fixed_cost import FixedCost, requests, run_trace, unit
 
-from sim.engine.invariants import InvariantError, check_kv, check_time, count_requests
+from sim.engine.invariants import (
+    InvariantError,
+    check_kv,
+    check_time,
+    check_tokens,
+    count_requests,
+)
 from sim.io.workload_csv import TraceError, read_trace
 
 
@@ -33,6 +39,14 @@ def test_step_past_the_end_is_caught() -> None:
     out = _finished_run()
     with pytest.raises(InvariantError, match="after the run"):
         check_time(out.cluster, end_s=0.001)
+
+
+def test_token_drift_is_caught() -> None:
+    out = _finished_run()
+    check_tokens(out.cluster, out.table)  # the run itself is consistent
+    out.table.generated[0] += 1
+    with pytest.raises(InvariantError, match="output tokens"):
+        check_tokens(out.cluster, out.table)
 
 
 def test_trace_csv_reads_and_reports_bad_rows(tmp_path: Path) -> None:

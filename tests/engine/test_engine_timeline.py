@@ -57,12 +57,29 @@ def test_pd_transfer_time_then_decode_pool() -> None:
     )
     out = run_trace(pd, cost, requests((0.0, 1000, 3)), nic_gb_s=1.0)
     # prefill 10 + 10 ms -> first token sampled at 0.020; KV 1000 x 1000 B at 1 GB/s = 1 ms,
-    # and the token reaches the user with it from the decode pool (0.021); then two decode
-    # steps of 10 ms in the decode pool
+    # and the decode pool streams the token as its first step for it starts (0.021); then two
+    # decode steps of 10 ms in the decode pool
     assert out.table.first_token_s[0] == pytest.approx(0.021)
     assert out.table.finish_s[0] == pytest.approx(0.041)
     assert out.cluster.transfer is not None and out.cluster.transfer.total_s == pytest.approx(1e-3)
     assert [p.log.n for p in out.cluster.pools] == [1, 2]
+
+
+def test_pd_wait_for_a_decode_slot_counts_in_ttft() -> None:
+    """The decode pool streams the first token when the request gets a slot: a full decode
+    pool delays first tokens, not later ones."""
+    cost = FixedCost(step_s=0.010, prefill_token_s=1e-5, bytes_per_token=1000.0)
+    one = {"nodes": 1, "gpus_per_node": 1}
+    pd = PdDeployment(
+        name="pd",
+        prefill=Deployment(name="p", role="prefill", **one),
+        decode=Deployment(name="d", role="decode", max_running_requests=1, **one),
+    )
+    out = run_trace(pd, cost, requests((0.0, 1000, 3), (0.0, 1000, 3)), nic_gb_s=1.0)
+    # one prefill step of 2000 tokens (0.030); the caches land at 0.031 and 0.032; the one
+    # decode slot serves the first request (0.031-0.051), then the second (0.051-0.071)
+    assert out.table.first_token_s[:2].tolist() == pytest.approx([0.031, 0.051])
+    assert out.table.finish_s[:2].tolist() == pytest.approx([0.051, 0.071])
 
 
 def test_decode_role_requests_arrive_prefilled() -> None:

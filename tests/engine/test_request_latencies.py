@@ -46,6 +46,32 @@ def test_hand_checked_latencies() -> None:
     assert s["E2E"].tolist() == [1.5, 0.25]
 
 
+def test_slo_outcomes_count_known_failures() -> None:
+    """Six requests under a 1 s TTFT / 0.3 s TPOT SLO, the run ending at 10 s."""
+    from sim.metrics.summary import _attainment, _slo_outcomes
+    from sim.specs.scenario import Slo
+
+    t = RequestTable()
+    t.add(
+        np.array([1.0, 2.0, 3.0, 4.0, 9.5, 5.0]),
+        np.full(6, 100),
+        np.array([5, 5, 10, 10, 10, 10]),
+        np.zeros(6, dtype=np.int64),
+    )
+    t.first_token_s[:6] = [1.5, 2.25, 4.5, np.nan, np.nan, np.nan]
+    t.finish_s[:6] = [2.5, 4.25, np.nan, np.nan, np.nan, np.nan]
+    done, decode, queued = Phase.DONE, Phase.DECODE, Phase.QUEUED
+    t.phase[:6] = [done, done, decode, queued, queued, Phase.REJECTED]
+    out = SimpleNamespace(table=t, warmup_s=0.0, end_s=10.0)
+    lat = request_latencies(out)  # type: ignore[arg-type]
+    met, failed = _slo_outcomes(out, lat, Slo(ttft_s=1.0, tpot_s=0.3))  # type: ignore[arg-type]
+    # met; TPOT 0.5 s too slow; first token 1.5 s late; waiting 6 s; waiting 0.5 s (undecided);
+    # rejected
+    assert met.tolist() == [True, False, False, False, False, False]
+    assert failed.tolist() == [False, True, True, True, False, True]
+    assert _attainment(met, failed, lat.after_warmup) == pytest.approx(1 / 5)
+
+
 @pytest.fixture(scope="module")
 def run() -> Any:
     sc = parse_scenario(TEXT)
@@ -62,10 +88,23 @@ def test_summary_reports_exactly_these_latencies(run: Any) -> None:
         assert percentiles(s["TTFT"]) == d.ttft_s
         assert percentiles(s["TPOT"]) == d.tpot_s
         assert percentiles(s["E2E"]) == d.e2e_s
-        tpot = np.nan_to_num(lat.tpot_s[lat.measured], nan=0.0)
-        good = (s["TTFT"] <= sc.slo.ttft_s) & (tpot <= sc.slo.tpot_s)
-        assert int(good.sum()) / d.window_s == pytest.approx(d.goodput_req_s, rel=1e-12)
         assert int(lat.measured.sum()) == d.requests.completed
+        # goodput: requests finished in the window within both targets (the population of the
+        # request throughput, so the two agree when every request meets the SLO)
+        t, n = out.table, out.table.size
+        finish, arrival = t.finish_s[:n], t.arrival_s[:n]
+        tpot = np.nan_to_num(lat.tpot_s, nan=0.0)
+        met = lat.done & (lat.ttft_s <= sc.slo.ttft_s) & (tpot <= sc.slo.tpot_s)
+        in_window = lat.done & (finish >= out.warmup_s)
+        assert int((met & in_window).sum()) / d.window_s == pytest.approx(d.goodput_req_s)
+        assert int(in_window.sum()) / d.window_s == pytest.approx(d.request_throughput_req_s)
+        # attainment counts known failures: still waiting past the TTFT target, or a late first
+        # token, fail even unfinished; requests in flight within both targets are left out
+        no_token = np.isnan(lat.ttft_s)
+        failed = (lat.done & ~met) | (no_token & (out.end_s - arrival > sc.slo.ttft_s))
+        failed |= ~no_token & (lat.ttft_s > sc.slo.ttft_s)
+        decided = (met | failed) & lat.after_warmup
+        assert d.slo_attainment == pytest.approx(met[decided].mean())
 
 
 def test_export_columns_are_the_same_arrays(run: Any) -> None:
