@@ -55,7 +55,7 @@ def memory_rows(
                 "activations": plan.activation_reserve_bytes_per_gpu / GB,
                 "KV (unique)": unique,
                 "KV (duplicated)": pool - unique,
-                "free": max(gpu.hbm_gb - used, 0.0),
+                "free": max(gpu.hbm_bytes / GB - used, 0.0),
                 "kv_dup_factor": plan.kv_dup_factor,
                 "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
                 "kv_capacity_tokens_total": plan.kv_capacity_tokens_total,

@@ -37,6 +37,7 @@ LABELS = {
     "bf16_tflops": "BF16 TFLOP/s",
     "fp8_tflops": "FP8 TFLOP/s",
     "hbm_gb": "HBM GB",
+    "hbm_usable_gb": "usable GB",
     "hbm_tb_s": "HBM TB/s",
     "ridge_flop_per_byte": "ridge FLOP/B",
     "crossover_new_tokens_by_prefix": "crossover (prefix: new tokens)",
@@ -87,6 +88,7 @@ def gpus(as_json: JsonFlag = False) -> None:
                 "bf16_tflops": g.bf16_tflops,
                 "fp8_tflops": g.fp8_tflops,
                 "hbm_gb": g.hbm_gb,
+                "hbm_usable_gb": round(g.hbm_bytes / 1e9, 2),  # what deployments divide up
                 "hbm_tb_s": g.hbm_tb_s,
                 "ridge_flop_per_byte": round(g.ridge_flop_per_byte, 1),
             }

@@ -7,6 +7,7 @@ from pydantic import Field
 from sim.specs.base import Spec
 
 GB = 1e9
+GIB, MIB = float(2**30), 2**20
 
 
 class GpuSpec(Spec):
@@ -16,7 +17,15 @@ class GpuSpec(Spec):
     display_name: str = Field(description="Marketing name, e.g. 'H200 SXM'.")
     bf16_tflops: float = Field(gt=0, description="Dense BF16 tensor-core peak, TFLOP/s.")
     fp8_tflops: float = Field(gt=0, description="Dense FP8 tensor-core peak, TFLOP/s.")
-    hbm_gb: float = Field(gt=0, description="HBM capacity, GB (1e9 bytes).")
+    hbm_gb: float = Field(gt=0, description="HBM capacity as the datasheet states it, GB.")
+    hbm_usable_mib: int | None = Field(
+        default=None,
+        gt=0,
+        description="Memory the device exposes (nvidia-smi memory.total, torch total_memory), "
+        "MiB (2^20 bytes): what a serving engine divides among weights, KV cache and "
+        "activations. NVIDIA's memory sizes are binary (an '80 GB' H100 shows 81,559 MiB); "
+        "unset, hbm_gb is read as GiB.",
+    )
     hbm_tb_s: float = Field(gt=0, description="HBM bandwidth, TB/s (1e12 bytes/s).")
     nvlink_gb_s: float = Field(
         gt=0, description="Intra-node GPU-to-GPU bandwidth per GPU, one direction, GB/s."
@@ -26,7 +35,10 @@ class GpuSpec(Spec):
 
     @property
     def hbm_bytes(self) -> float:
-        return self.hbm_gb * GB
+        """Device memory in bytes (`hbm_usable_mib`, else `hbm_gb` GiB)."""
+        if self.hbm_usable_mib is not None:
+            return float(self.hbm_usable_mib * MIB)
+        return self.hbm_gb * GIB
 
     @property
     def hbm_bytes_per_s(self) -> float:

@@ -152,3 +152,13 @@ def test_crossover_separates_the_paths(q: int, prefix: int) -> None:
 def test_duplication_equals_attention_tp(tp: int) -> None:
     plan = plan_memory(V3, H200, Deployment(name="x", attn_tp=tp))
     assert plan.kv_dup_factor == tp
+
+
+def test_gpu_memory_is_what_the_device_exposes() -> None:
+    """Deployments divide the memory CUDA sees (nvidia-smi memory.total): an H200 shows 143,771
+    MiB, an '80 GB' H800 81,559 MiB. Without that figure, the datasheet GB is read as GiB."""
+    h200, h800 = load_gpu("h200"), load_gpu("h800")
+    assert h200.hbm_bytes == 143_771 * 2**20 and h200.hbm_bytes > 150e9
+    assert h800.hbm_bytes == 81_559 * 2**20
+    bare = h800.model_copy(update={"hbm_usable_mib": None})
+    assert bare.hbm_bytes == 80 * 2**30
