@@ -64,6 +64,7 @@ class Pool:
         self.draft_tokens = d.mtp_draft_tokens
         self.max_running = d.max_running_requests
         self.prefill_budget = d.chunked_prefill_tokens
+        self.decode_reserve = d.decode_reserve_ratio
         self.log = StepLog(self.ranks_per_unit)
         self.units: list[Wakeable] = []
         self.on_finished: Callable[[IntArray, float], None] | None = None

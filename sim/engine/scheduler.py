@@ -104,7 +104,8 @@ def _admit(
     Returns (ids, ranks in the unit, pages, chunk) of admitted requests; chunk 0 means already
     prefilled (PD decode arrivals), which go straight to decode.
     """
-    q = pool.queues
+    q, t = pool.queues, pool.table
+    page, reserve = pool.kv.page_tokens, pool.decode_reserve
     ids: list[int] = []
     on: list[int] = []
     pages: list[int] = []
@@ -115,13 +116,17 @@ def _admit(
         prefill = budget.prefill_tokens[r_loc]
         taken = 0
         for i, p, tokens in q.entries(lo + r_loc):
-            if p > free_pages or free_slots == 0:
+            # pages kept for its own output to come (ceil)
+            grow = (
+                -int(-reserve * int(t.output_tokens[i] - t.generated[i]) // page) if reserve else 0
+            )
+            if p + grow > free_pages or free_slots == 0:
                 break
             if tokens > 0 and prefill == 0:
                 break
             c = min(tokens, prefill)
             prefill -= c
-            free_pages -= p
+            free_pages -= p + grow
             free_slots -= 1
             taken += 1
             ids.append(i)
@@ -168,6 +173,9 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
             _preempt(pool, rs, full)
             return plan(pool, unit, rs)
     free_pages = kv.free(slice(lo, lo + R))
+    if pool.decode_reserve and rs.n:  # pages kept for the running requests' growth
+        left = np.bincount(rs.rank, weights=rs.left, minlength=R) * pool.decode_reserve
+        free_pages = free_pages - np.ceil(left / kv.page_tokens).astype(np.int64)
     free_slots = pool.max_running - rs.per_rank
     ranks = q.admissible(lo, lo + R, free_pages, free_slots).tolist()
     pre_pos, chunks = _NONE, _NONE

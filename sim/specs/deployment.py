@@ -96,6 +96,15 @@ class Deployment(Spec):
         description="Most requests a rank runs at once (SGLang's --max-running-requests, "
         "vLLM's max_num_seqs).",
     )
+    decode_reserve_ratio: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Admission keeps KV pages free for this share of the output still to come "
+        "of every request on the rank, the new one's included. 0 (vLLM): admit while the prompt "
+        "fits and preempt when decode overflows; SGLang reserves a share it adapts between "
+        "0.1 and 0.7 (new_token_ratio); 1 never preempts.",
+    )
     page_size_tokens: int = Field(default=64, ge=1, description="KV page size.")
     mem_fraction: float = Field(
         default=0.9,

@@ -139,7 +139,12 @@ class _Synthetic(Spec):
     input: LengthDist = Field(description="Prompt length distribution, tokens.")
     output: LengthDist = Field(description="Generated length distribution, tokens (>= 1).")
     prefix_cache_fraction: float = Field(
-        default=0.0, ge=0.0, lt=1.0, description="Share of each prompt already in the KV cache."
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Share of each prompt already in the KV cache: those tokens skip prefill. "
+        "Each request holds its own pages for them (a prefix shared by many requests is not "
+        "stored once), so KV use is an upper bound for shared-prefix traffic.",
     )
     prefix_cache_tokens: LengthDist | None = Field(
         default=None, description="Cached prompt tokens per request (instead of the fraction)."

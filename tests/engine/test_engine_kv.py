@@ -55,6 +55,22 @@ def test_decode_growth_preempts_newest_and_recomputes() -> None:
     assert out.cluster.pools[0].preempted == int(t.preemptions[1])
 
 
+def test_reserving_decode_growth_admits_later_and_never_preempts() -> None:
+    """The same two requests with admission keeping pages for all output still to come
+    (decode_reserve_ratio 1): the second waits for the first to finish instead of being
+    preempted and recomputed."""
+    cost = FixedCost(step_s=0.010, prefill_token_s=0.0, capacity_tokens=20 * 16)
+    dep = unit(page_size_tokens=16, decode_reserve_ratio=1.0)
+    out = run_trace(dep, cost, requests((0.0, 150, 30), (0.0, 150, 30)))
+    t = out.table
+    assert int(t.preemptions[:2].sum()) == 0
+    assert list(t.generated[:2]) == [30, 30]
+    # 150 prompt + 30 output tokens = 12 pages each: the second is admitted once the first ends
+    assert t.first_token_s[1] > t.finish_s[0]
+    prefill = int(out.cluster.pools[0].log.column("prefill_tokens").sum())
+    assert prefill == 300  # nothing recomputed
+
+
 def test_request_that_can_never_fit_is_rejected() -> None:
     cost = FixedCost(step_s=0.010, capacity_tokens=1000)
     out = run_trace(unit(page_size_tokens=10), cost, requests((0.0, 900, 200), (0.0, 10, 2)))
