@@ -9,6 +9,7 @@ that idle units of the consuming pool wake up.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -133,7 +134,8 @@ class ClosedLoopFeed:
         self.limit = max_requests if max_requests is not None else None
         self.delivered = 0
         self.on_push: Callable[[], None] | None = None
-        self._pending_t: list[float] = [0.0] * n0
+        ramp = w.ramp_s / n0 if n0 else 0.0  # the first requests, spread evenly over the ramp
+        self._pending_t: list[float] = [i * ramp for i in range(n0)]
         ranks = np.arange(n0, dtype=np.int64) % num_ranks
         self._pending_rank: list[int] = ranks.tolist() if self.pinned else [-1] * n0
         self._lengths: tuple[IntArray, IntArray, IntArray] | None = None
@@ -163,14 +165,15 @@ class ClosedLoopFeed:
         return self._pending_t[0]
 
     def release(self, now: float, home_ranks: IntArray) -> None:
-        """One new request per completed one, arriving `now`."""
-        self._pending_t.extend([now] * home_ranks.shape[0])
-        self._pending_rank.extend(home_ranks.tolist() if self.pinned else [-1] * len(home_ranks))
+        """One new request per completed one, arriving `now` (before ramp arrivals still due)."""
+        k, m = bisect_right(self._pending_t, now), home_ranks.shape[0]
+        self._pending_t[k:k] = [now] * m
+        self._pending_rank[k:k] = home_ranks.tolist() if self.pinned else [-1] * m
         if self.on_push is not None:
             self.on_push()
 
     def pop_until(self, now: float, table: RequestTable) -> tuple[IntArray, IntArray]:
-        n = sum(1 for t in self._pending_t if t <= now)
+        n = bisect_right(self._pending_t, now)  # pending times stay sorted
         if self.limit is not None:
             n = min(n, self.limit - self.delivered)
         if n <= 0:

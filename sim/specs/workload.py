@@ -191,6 +191,13 @@ class ClosedWorkload(_Synthetic):
     concurrency_per_rank: int | None = Field(
         default=None, ge=1, description="Requests in flight per attention rank (of the first pool)."
     )
+    ramp_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Spread the first requests evenly over this many seconds instead of sending "
+        "them all at 0: with fixed lengths, users that start together stay in step (all "
+        "prefilling, then all decoding) and results depend on where the window falls.",
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> ClosedWorkload:

@@ -83,6 +83,20 @@ def test_closed_loop_keeps_concurrency(per_rank: bool) -> None:
         assert (out.cluster.pools[0].log.batch_per_rank[5:] == 3).all()
 
 
+def test_closed_loop_ramp_spreads_the_first_requests() -> None:
+    """ramp_s: the 12 first requests arrive 0.5 s apart instead of all at 0; replacements join
+    in time order among the ramp arrivals still due, and concurrency still holds."""
+    w = ClosedWorkload(kind="closed", concurrency=12, input=FIX, output={"kind": "fixed",
+                       "tokens": 5}, ramp_s=6.0)  # fmt: skip
+    out = simulate(unit(ranks=4), lambda d: FixedCost(), w, RunSpec(duration_s=10.0))
+    arrivals = out.table.arrival_s[: out.table.size]
+    for i in range(12):  # each user's first request, at its point of the ramp
+        assert np.isclose(arrivals, 0.5 * i).any()
+    assert (arrivals < 0.5).sum() > 1  # the first user's replacements come in meanwhile
+    assert (np.diff(arrivals) >= 0).all()  # the table stays in arrival order
+    assert out.counts.arrived > 12 and out.counts.running + out.counts.queued == 12
+
+
 def test_closed_loop_respects_max_requests() -> None:
     w = ClosedWorkload(kind="closed", concurrency=4, input=FIX, output=FIX)
     out = simulate(unit(), lambda d: FixedCost(), w, RunSpec(max_requests=10))
