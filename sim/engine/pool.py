@@ -65,6 +65,7 @@ class Pool:
         self.max_running = d.max_running_requests
         self.prefill_budget = d.chunked_prefill_tokens
         self.decode_reserve = d.decode_reserve_ratio
+        self.mixed_chunk = d.mixed_chunk
         self.log = StepLog(self.ranks_per_unit)
         self.units: list[Wakeable] = []
         self.on_finished: Callable[[IntArray, float], None] | None = None
@@ -83,8 +84,22 @@ class Pool:
         t = self.table
         return self._fits(t.input_tokens[ids], t.output_tokens[ids], t.prefill_target[ids], ids)
 
+    def _most(self, inp: IntArray, out: IntArray, target: IntArray) -> IntArray:
+        """The most tokens each request will hold here: prompt and output (and draft slots) where
+        it decodes, its prefill target where it only prefills."""
+        return inp + out + self.draft_tokens if self.after_prefill == "decode" else target
+
+    def reserved_pages(self, ids: IntArray, covered: IntArray, held: IntArray) -> IntArray:
+        """Pages beyond `held` that `decode_reserve` keeps for requests `ids`, whose pages now
+        cover `covered` tokens: that share of the tokens still to come, rounded up to pages."""
+        t = self.table
+        most = self._most(t.input_tokens[ids], t.output_tokens[ids], t.prefill_target[ids])
+        to_come = np.maximum(most - covered, 0)
+        extra = np.ceil(self.decode_reserve * to_come).astype(np.int64)
+        return np.maximum(self.kv.pages_for(covered + extra) - held, 0)  # type: ignore[no-any-return]
+
     def _fits(self, inp: IntArray, out: IntArray, target: IntArray, ids: IntArray) -> np.ndarray:
-        most = inp + out + self.draft_tokens if self.after_prefill == "decode" else target
+        most = self._most(inp, out, target)
         ok = most <= self.kv.max_tokens  # same as pages_for(most) <= capacity_pages
         if self.also_fits is not None:
             ok &= self.also_fits(ids)

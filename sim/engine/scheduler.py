@@ -104,8 +104,7 @@ def _admit(
     Returns (ids, ranks in the unit, pages, chunk) of admitted requests; chunk 0 means already
     prefilled (PD decode arrivals), which go straight to decode.
     """
-    q, t = pool.queues, pool.table
-    page, reserve = pool.kv.page_tokens, pool.decode_reserve
+    q, t, reserve = pool.queues, pool.table, pool.decode_reserve
     ids: list[int] = []
     on: list[int] = []
     pages: list[int] = []
@@ -116,10 +115,13 @@ def _admit(
         prefill = budget.prefill_tokens[r_loc]
         taken = 0
         for i, p, tokens in q.entries(lo + r_loc):
-            # pages kept for its own output to come (ceil)
-            grow = (
-                -int(-reserve * int(t.output_tokens[i] - t.generated[i]) // page) if reserve else 0
-            )
+            grow = 0
+            if reserve:  # pages kept for its own tokens to come
+                one = np.array([i])
+                prompt = (
+                    t.prefill_target[one] if tokens > 0 else t.input_tokens[one] + t.generated[one]
+                )
+                grow = int(pool.reserved_pages(one, prompt, np.array([p]))[0])
             if p + grow > free_pages or free_slots == 0:
                 break
             if tokens > 0 and prefill == 0:
@@ -174,8 +176,9 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
             return plan(pool, unit, rs)
     free_pages = kv.free(slice(lo, lo + R))
     if pool.decode_reserve and rs.n:  # pages kept for the running requests' growth
-        left = np.bincount(rs.rank, weights=rs.left, minlength=R) * pool.decode_reserve
-        free_pages = free_pages - np.ceil(left / kv.page_tokens).astype(np.int64)
+        covered = np.where(rs.is_decode, rs.kv, pool.table.prefill_target[rs.ids])
+        keep = pool.reserved_pages(rs.ids, covered, rs.pages)
+        free_pages = free_pages - np.bincount(rs.rank, weights=keep, minlength=R).astype(np.int64)
     free_slots = pool.max_running - rs.per_rank
     ranks = q.admissible(lo, lo + R, free_pages, free_slots).tolist()
     pre_pos, chunks = _NONE, _NONE
@@ -200,6 +203,11 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
                 pre_pos = np.concatenate([pre_pos, first + go.nonzero()[0]])
                 chunks = np.concatenate([chunks, c[go]])
     decode_pos = rs.is_decode.nonzero()[0] if rs.n_prefill else None
+    if decode_pos is not None and not pool.mixed_chunk and (chunks > 0).any():
+        # a rank that prefills this step runs nothing else: its decode requests wait
+        busy = np.zeros(R, dtype=bool)
+        busy[rs.rank[pre_pos[chunks > 0]]] = True
+        decode_pos = decode_pos[~busy[rs.rank[decode_pos]]]
     n_dec = rs.n if decode_pos is None else decode_pos.shape[0]
     if n_dec == 0 and not (chunks > 0).any():
         return None

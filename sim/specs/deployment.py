@@ -90,6 +90,12 @@ class Deployment(Spec):
     chunked_prefill_tokens: int = Field(
         default=8192, ge=64, description="Prefill token budget per rank per step."
     )
+    mixed_chunk: bool = Field(
+        default=True,
+        description="A rank's prefill chunks run in the same step as its decode requests "
+        "(vLLM; SGLang's --enable-mixed-chunk). False (SGLang's default): a rank that prefills "
+        "runs only its prefill that step and its decode requests wait.",
+    )
     max_running_requests: int = Field(
         default=256,
         ge=1,

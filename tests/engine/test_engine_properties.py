@@ -58,6 +58,8 @@ rows = st.lists(
     chunk=st.sampled_from([64, 128, 1000]),
     mtp=st.integers(0, 3),
     router=st.sampled_from(["round_robin", "least_tokens", "least_kv"]),
+    mixed=st.booleans(),
+    reserve=st.sampled_from([0.0, 0.3, 1.0]),
 )
 def test_invariants_hold_and_every_request_ends(
     rows: list[tuple[float, int, int]],
@@ -68,11 +70,14 @@ def test_invariants_hold_and_every_request_ends(
     chunk: int,
     mtp: int,
     router: str,
+    mixed: bool,
+    reserve: float,
 ) -> None:
     dep = unit(
         ranks=ranks, page_size_tokens=page, max_running_requests=max_running,
         chunked_prefill_tokens=chunk, mtp_draft_tokens=mtp,
-        mtp_acceptance=(0.6,) if mtp else (), router=router,
+        mtp_acceptance=(0.6,) if mtp else (), router=router, mixed_chunk=mixed,
+        decode_reserve_ratio=reserve,
     )  # fmt: skip
     cost = FixedCost(step_s=0.01, prefill_token_s=1e-5, kv_token_s=1e-7, capacity_tokens=capacity)
     out = run_trace(dep, cost, requests(*rows))  # simulate() checks the invariants itself
@@ -83,6 +88,8 @@ def test_invariants_hold_and_every_request_ends(
     done = t.phase[: t.size] == 4
     assert (t.generated[: t.size][done] == t.output_tokens[: t.size][done]).all()
     assert (t.first_token_s[: t.size][done] > t.arrival_s[: t.size][done]).all()
+    if reserve == 1.0:  # every page a request will need is kept for it at admission
+        assert int(t.preemptions[: t.size].sum()) == 0
 
 
 @settings(max_examples=15, deadline=None)

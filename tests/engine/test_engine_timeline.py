@@ -82,6 +82,20 @@ def test_pd_wait_for_a_decode_slot_counts_in_ttft() -> None:
     assert out.table.finish_s[:2].tolist() == pytest.approx([0.051, 0.071])
 
 
+@pytest.mark.parametrize("mixed", [True, False])
+def test_unmixed_prefill_holds_the_ranks_decode(mixed: bool) -> None:
+    """A 3000-token prompt in three 1000-token chunks joins a rank that is decoding. Mixed, the
+    decode request advances in those three steps; unmixed (SGLang's default), it waits, and
+    finishes three 10 ms decode steps later."""
+    cost = FixedCost(step_s=0.010, prefill_token_s=1e-5)
+    dep = unit(mixed_chunk=mixed, chunked_prefill_tokens=1000)
+    out = run_trace(dep, cost, requests((0.0, 100, 20), (0.05, 3000, 5)))
+    t = out.table
+    assert t.first_token_s[:2].tolist() == pytest.approx([0.011, 0.111])
+    assert t.finish_s[0] == pytest.approx(0.231 if mixed else 0.261)
+    assert list(t.generated[:2]) == [20, 5]
+
+
 def test_decode_role_requests_arrive_prefilled() -> None:
     cost = FixedCost(step_s=0.010, prefill_token_s=1.0)  # any prefill would take seconds
     out = run_trace(unit(role="decode"), cost, requests((0.0, 5000, 4)))
