@@ -19,7 +19,7 @@ from sim.engine.kv import KvPages
 from sim.engine.log import StepLog
 from sim.engine.mtp import DraftSampler, DrawStream
 from sim.engine.queues import RankQueues
-from sim.engine.requests import IntArray, RequestTable
+from sim.engine.requests import FloatArray, IntArray, RequestTable
 from sim.engine.router import RankLoad, make_router
 from sim.specs.deployment import Deployment
 
@@ -66,6 +66,8 @@ class Pool:
         self.prefill_budget = d.chunked_prefill_tokens
         self.decode_reserve = d.decode_reserve_ratio
         self.mixed_chunk = d.mixed_chunk
+        # (log index of the step, gaps) of tokens that came after sitting steps out: ITL
+        self.late_gaps: list[tuple[int, FloatArray]] = []
         self.log = StepLog(self.ranks_per_unit)
         self.units: list[Wakeable] = []
         self.on_finished: Callable[[IntArray, float], None] | None = None

@@ -41,7 +41,7 @@ _INT_COLS = (
     "input_tokens", "output_tokens", "cached_tokens", "generated", "prefilled",
     "prefill_target", "kv_pages", "rank", "home_rank", "preemptions",
 )  # fmt: skip
-_FLOAT_COLS = ("arrival_s", "first_token_s", "finish_s")
+_FLOAT_COLS = ("arrival_s", "first_token_s", "finish_s", "waited_s")
 _NO_RANK = ("rank", "home_rank")
 
 
@@ -75,6 +75,7 @@ class RequestTable:
         self.preemptions: IntArray
         self.arrival_s: FloatArray
         self.first_token_s: FloatArray
+        self.waited_s: FloatArray
         self.finish_s: FloatArray
 
     def _grow(self, need: int) -> None:
@@ -117,6 +118,7 @@ class RequestTable:
         self.cached_tokens[sl] = cached_tokens
         self.prefill_target[sl] = input_tokens
         self.prefilled[sl] = input_tokens if prefilled else cached_tokens
+        self.waited_s[sl] = 0.0  # decode steps sat out since the last token (unmixed chunks)
         self.size += n  # rank and home_rank start at -1, phase at QUEUED (0)
         return ids
 
@@ -184,6 +186,7 @@ class RequestTable:
         self.prefill_target[ids] = self.input_tokens[ids] + self.generated[ids]
         self.prefilled[ids] = np.minimum(self.cached_tokens[ids], self.prefill_target[ids] - 1)
         self.preemptions[ids] += 1
+        self.waited_s[ids] = 0.0  # its next token comes from the recompute, not a decode step
 
     # -- queries -------------------------------------------------------------------------------
     def remaining_tokens(self, ids: IntArray) -> IntArray:

@@ -44,6 +44,7 @@ class StepPlan(NamedTuple):
     batch: BatchShape
     batch_per_rank: IntArray  # request segments per rank in `batch`
     admitted_from: int
+    waiting_pos: IntArray | None = None  # decode rows that sit this step out (unmixed chunks)
 
     @property
     def n_decode(self) -> int:
@@ -203,11 +204,14 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
                 pre_pos = np.concatenate([pre_pos, first + go.nonzero()[0]])
                 chunks = np.concatenate([chunks, c[go]])
     decode_pos = rs.is_decode.nonzero()[0] if rs.n_prefill else None
+    waiting_pos = None
     if decode_pos is not None and not pool.mixed_chunk and (chunks > 0).any():
         # a rank that prefills this step runs nothing else: its decode requests wait
         busy = np.zeros(R, dtype=bool)
         busy[rs.rank[pre_pos[chunks > 0]]] = True
-        decode_pos = decode_pos[~busy[rs.rank[decode_pos]]]
+        sits = busy[rs.rank[decode_pos]]
+        waiting_pos = decode_pos[sits]
+        decode_pos = decode_pos[~sits]
     n_dec = rs.n if decode_pos is None else decode_pos.shape[0]
     if n_dec == 0 and not (chunks > 0).any():
         return None
@@ -221,6 +225,7 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
         batch=batch,
         batch_per_rank=counts,
         admitted_from=first,
+        waiting_pos=waiting_pos,
     )
 
 

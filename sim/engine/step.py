@@ -77,6 +77,20 @@ def _decode(
     return accept - int(over.sum()), accept, done
 
 
+def _late_tokens(pool: Pool, rs: RunningSet, plan: StepPlan, step_s: float) -> None:
+    """Unmixed chunks: rows that sat out earlier steps deliver after a longer gap (recorded
+    apart for ITL); rows that sit this step out add it to their wait."""
+    t = pool.table
+    ids = rs.ids[: plan.n] if plan.decode_pos is None else rs.ids[plan.decode_pos]
+    waited = t.waited_s[ids]
+    late = waited > 0
+    if late.any():
+        pool.late_gaps.append((pool.log.n, step_s + waited[late]))
+        t.waited_s[ids[late]] = 0.0
+    if plan.waiting_pos is not None and plan.waiting_pos.shape[0]:
+        t.waited_s[rs.ids[plan.waiting_pos]] += step_s
+
+
 def _leave(
     pool: Pool, rs: RunningSet, gone: IntArray, to_transfer: IntArray, lo: int, now: float
 ) -> None:
@@ -112,6 +126,8 @@ def apply_step(
     out_tokens = accept = 0
     leaving = [_NONE]
     to_transfer = _NONE
+    if not pool.mixed_chunk:
+        _late_tokens(pool, rs, plan, now - start_s)
     if plan.n_decode:
         out_tokens, accept, done = _decode(pool, rs, plan, start_s, now, progress)
         leaving.append(done)

@@ -81,13 +81,22 @@ def summarize_pool(out: SimOutput, pool: Pool) -> PoolResults:
 
 
 def _itl(out: SimOutput) -> tuple[np.ndarray, np.ndarray]:
+    """Gaps between token deliveries, weighted: each step's duration once per decode request
+    it serves, except requests that sat earlier steps out (unmixed chunks), whose gaps span
+    them."""
     vals, weights = [], []
     for pool in out.cluster.pools:
         log = pool.log
         start, dur = log.column("start_s"), log.column("duration_s")
         w = (start + dur) >= out.warmup_s
+        served = log.column("decode_reqs").astype(np.float64)
+        for step, gaps in pool.late_gaps:
+            served[step] -= gaps.shape[0]
+            if w[step]:
+                vals.append(gaps)
+                weights.append(np.ones(gaps.shape[0]))
         vals.append(dur[w])
-        weights.append(log.column("decode_reqs")[w].astype(np.float64))
+        weights.append(served[w])
     return np.concatenate(vals), np.concatenate(weights)
 
 

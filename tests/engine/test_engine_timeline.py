@@ -7,6 +7,7 @@ import pytest
 from fixed_cost import FixedCost, requests, run_trace, unit
 
 from sim.metrics import summarize
+from sim.metrics.summary import _itl
 from sim.specs import Deployment, PdDeployment, Slo
 
 
@@ -94,6 +95,11 @@ def test_unmixed_prefill_holds_the_ranks_decode(mixed: bool) -> None:
     assert t.first_token_s[:2].tolist() == pytest.approx([0.011, 0.111])
     assert t.finish_s[0] == pytest.approx(0.231 if mixed else 0.261)
     assert list(t.generated[:2]) == [20, 5]
+    # ITL: unmixed, one gap spans the three 20 ms chunk steps sat out and the 10 ms step after
+    gaps, weights = _itl(out)
+    long_gaps = weights[np.isclose(gaps, 0.070)].sum()
+    assert long_gaps == (0 if mixed else 1)
+    assert weights.sum() == 19 + 4  # every token after the first, once
 
 
 def test_decode_role_requests_arrive_prefilled() -> None:
