@@ -99,8 +99,9 @@ def weight_bytes_per_gpu(model: ModelSpec, deployment: Deployment) -> float:
         mtp = model.mtp_layers * (
             non_expert / d.attn_tp + local_experts * lp.routed_expert / d.moe_tp
         )
-    embeddings = 2 * model.vocab_size * model.hidden_size * 2.0 / d.attn_tp  # BF16, vocab-parallel
-    return (attn + ffn + mtp) * wb + embeddings
+    table = model.vocab_size * model.hidden_size * 2.0  # BF16, vocab-parallel
+    head_split = d.gpus if d.lm_head == "unit" else d.attn_tp
+    return (attn + ffn + mtp) * wb + table / d.attn_tp + table / head_split
 
 
 def _fit_hint(weight_dtype: str) -> str:

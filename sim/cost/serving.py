@@ -24,6 +24,7 @@ from sim.cost.comm_ops import (
 )
 from sim.cost.dispatch import Segments, choose_paths
 from sim.cost.elementwise import draft_elementwise, rank_elementwise, routed_elementwise
+from sim.cost.head import sampled_rows, unit_head
 from sim.cost.layer_ops import (
     RankContext,
     RankSegments,
@@ -147,6 +148,8 @@ class ServingCostModel(TwoBatchOverlap):
         load, draft, extend = comm_loads(batch, tokens_r, crit, mtp=mtp)
         unit_ops = self._unit_ops(load, draft, extend)
         ops = {**rank_ops[crit], **unit_ops}
+        if self.deployment.lm_head == "unit":
+            ops.update(self._unit_head(batch))
         duration = sum(t.seconds for t in ops.values())
         saved = 0.0
         # SGLang splits a step into two micro-batches only when every busy DP rank runs the same
@@ -221,8 +224,9 @@ class ServingCostModel(TwoBatchOverlap):
         ops["moe_gate"] = scale(ffn["moe_gate"], m.moe_layers)
         ops["moe_shared"] = scale(ffn["moe_shared"], m.moe_layers)
         ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
-        logits = float(s.q[s.is_decode].sum() + s.sampling_prefills)
-        ops["lm_head"] = self._head(logits)
+        own_head = self.deployment.lm_head == "rank"  # else unit-wide (`_unit_head`)
+        if own_head:
+            ops["lm_head"] = self._head(float(s.q[s.is_decode].sum() + s.sampling_prefills))
         ops["elementwise"] = rank_elementwise(pr, c, s)
         if c.tp > 1:
             allreduce = tp_allreduce(pr, m, self.deployment, self.gpu, s.tokens)
@@ -232,11 +236,12 @@ class ServingCostModel(TwoBatchOverlap):
         if drafts and dec.any():
             n = int(dec.sum())
             one = RankSegments(q=np.ones(n), k=s.k[dec], is_decode=dec[dec], path=s.path[dec])
-            ops["mtp_draft"] = scale(self._mtp_module(one, float(n)), drafts)
+            ops["mtp_draft"] = scale(self._mtp_module(one, float(n) if own_head else 0.0), drafts)
         if drafts and not dec.all():  # the module's extend over the prompt fills its own KV
             pre = ~dec
             chunks = RankSegments(q=s.q[pre], k=s.k[pre], is_decode=dec[pre], path=s.path[pre])
-            ops["mtp_prefill"] = self._mtp_module(chunks, float(s.sampling_prefills))
+            rows = float(s.sampling_prefills) if own_head else 0.0
+            ops["mtp_prefill"] = self._mtp_module(chunks, rows)
         return ops
 
     def _head(self, tokens: float) -> OpTime:
@@ -244,6 +249,23 @@ class ServingCostModel(TwoBatchOverlap):
         dtype (vocab-parallel over attention TP)."""
         m, c = self.model, self.ctx
         return gemm(self.pricer, c, tokens, m.hidden_size, m.vocab_size // c.tp, "bf16")
+
+    def _unit_head(self, batch: BatchShape) -> dict[str, OpTime]:
+        """The head split over the unit (`sim.cost.head`): the step's logits rows in one pass,
+        and, with MTP, each draft pass's (a row per decode request) and the MTP module's over
+        completed prompts."""
+        args = (self.pricer, self.ctx, self.deployment, self.gpu)
+        passes = [(sampled_rows(batch), 1)]
+        drafts = self.deployment.mtp_draft_tokens
+        if drafts:
+            dec = batch.is_decode
+            passes.append((float(np.count_nonzero(dec)), drafts))
+            passes.append((sampled_rows(batch) - float(batch.new_tokens[dec].sum()), 1))
+        out: dict[str, OpTime] = {}
+        for rows, times in passes:
+            for name, t in unit_head(*args, rows).items():
+                out[name] = combine(out[name], scale(t, times)) if name in out else scale(t, times)
+        return out
 
     def _mtp_module(self, s: RankSegments, logits: float) -> OpTime:
         """One forward of the MTP module over segments `s` on a rank: the BF16 eh_proj of the

@@ -54,6 +54,13 @@ class Deployment(Spec):
         "default under DP attention shards them over the whole unit behind a token gather; that "
         "layout is not modelled.",
     )
+    lm_head: Literal["rank", "unit"] = Field(
+        default="rank",
+        description="Where the output head lives: 'rank' (vLLM; SGLang's --enable-dp-lm-head) "
+        "splits it over attention TP, so a DP-attention rank holds it whole; 'unit' (SGLang's "
+        "default) splits the vocabulary over all the unit's GPUs, which gather every rank's "
+        "sampled hidden states, compute their slice of the logits and all-gather the logits.",
+    )
     weight_dtype: WeightDType = Field(default="fp8", description="GEMM weight dtype.")
     kv_dtype: DType = Field(
         default="bf16", description="KV cache dtype ('fp8' uses FlashMLA's 656 B layout)."
