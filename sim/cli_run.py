@@ -19,6 +19,7 @@ from sim.metrics.results import DeploymentResults, Results
 from sim.metrics.stats import Percentiles
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import Scenario
+from sim.specs.workload import ClosedWorkload, FixedLength
 
 
 def _f(x: float | None, digits: int = 3, scale: float = 1.0) -> str:
@@ -115,6 +116,21 @@ def breakdown_table(results: Results) -> Table:
     return t
 
 
+LOCKSTEP_NOTE = (
+    "users start together and their lengths are fixed, so they move in step (all prefilling, "
+    "then all decoding): set workload.ramp_s or vary the lengths for a steady mix"
+)
+
+
+def lockstep_note(sc: Scenario) -> str | None:
+    """A warning when a closed loop's users will move in step, None otherwise."""
+    w = sc.workload
+    if not isinstance(w, ClosedWorkload) or w.ramp_s > 0:
+        return None
+    fixed = isinstance(w.input, FixedLength) and isinstance(w.output, FixedLength)
+    return LOCKSTEP_NOTE if fixed else None
+
+
 def extrapolated_note(results: Results) -> str | None:
     """The footnote for `breakdown_table`'s mark, or None when no op was extrapolated."""
     return EXTRAPOLATED_NOTE if any(d.extrapolated_ops for d in results.deployments) else None
@@ -183,9 +199,9 @@ def run(
     results = summarize_scenario(sc, outputs)
     console.print(results_table(sc, results))
     console.print(breakdown_table(results))
-    note = extrapolated_note(results)
-    if note is not None:  # the console's width, not the table's: one line on a wide terminal
-        console.print(note, highlight=False)
+    for note in (extrapolated_note(results), lockstep_note(sc)):
+        if note is not None:  # the console's width, not the table's: one line on a wide terminal
+            console.print(note, highlight=False)
     for path, writer in ((json_out, write_json), (csv_out, write_csv)):
         if path is not None:
             writer(results, path)

@@ -145,3 +145,22 @@ def test_no_extrapolation_note_without_extrapolated_ops(tmp_path: Path) -> None:
     code, out = _run(tmp_path, SHORT)  # the GPU's own roofline profile: nothing extrapolated
     assert code == 0 and "step time by op" in out
     assert "(roofline)" in out and "*" not in out and "extrapolated" not in out
+
+
+def test_run_warns_when_closed_loop_users_move_in_step(tmp_path: Path) -> None:
+    closed = SHORT.replace(
+        "  kind: poisson\n  rate_req_s: 4\n", "  kind: closed\n  concurrency: 16\n"
+    )
+    assert closed != SHORT
+    out = {}
+    for name, text in (
+        ("lockstep", closed),
+        ("ramped", closed.replace("  input:", "  ramp_s: 2\n  input:")),
+    ):
+        sc = tmp_path / f"{name}.yaml"
+        sc.write_text(text)
+        res = CliRunner().invoke(_app(), ["run", str(sc)], env={"COLUMNS": "200"})
+        assert res.exit_code == 0, res.output
+        out[name] = res.output
+    assert "move in step" in out["lockstep"] and "ramp_s" in out["lockstep"]
+    assert "move in step" not in out["ramped"]
