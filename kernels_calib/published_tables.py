@@ -13,6 +13,7 @@ from pathlib import Path
 from kernels_calib import published_figures as fig
 from kernels_calib.grids import make_tables
 from sim.cost.comm import BF16, FP8_DISPATCH_BYTES_PER_ELEM, distinct_hits
+from sim.cost.op_work import DEEPEP_GPUS_PER_NODE, DEEPEP_MAX_NODES
 from sim.specs.model import MlaSpec
 from sim.specs.profile import KeyValue, OpTable
 
@@ -197,10 +198,11 @@ def _deepep_normal_copies(ep: int) -> float:
     """Copies per token behind DeepEP's published normal-kernel bandwidths, as its tests count
     them: inside a node, tokens each rank receives (from itself too); across nodes, (token,
     node) pairs after de-duplication, the sender's own node included, with the token's experts
-    in min(nodes, 4) node groups. Uniform random routing (`comm.distinct_hits`)."""
-    if ep <= fig.DEEPEP_GPUS_PER_NODE:
+    in min(nodes, 4) node groups. Uniform random routing (`comm.distinct_hits`); the layout is
+    `op_work`'s DeepEP benchmark one."""
+    if ep <= DEEPEP_GPUS_PER_NODE:
         return distinct_hits(ep, fig.DEEPEP_TOPK)
-    return distinct_hits(min(ep // fig.DEEPEP_GPUS_PER_NODE, 4), fig.DEEPEP_TOPK)
+    return distinct_hits(min(ep // DEEPEP_GPUS_PER_NODE, DEEPEP_MAX_NODES), fig.DEEPEP_TOPK)
 
 
 def deepep(notes: list[str]) -> list[OpTable]:

@@ -255,12 +255,13 @@ class ServingCostModel(TwoBatchOverlap):
         and, with MTP, each draft pass's (a row per decode request) and the MTP module's over
         completed prompts."""
         args = (self.pricer, self.ctx, self.deployment, self.gpu)
-        passes = [(sampled_rows(batch), 1)]
+        rows = sampled_rows(batch)
+        passes = [(rows, 1)]
         drafts = self.deployment.mtp_draft_tokens
         if drafts:
             dec = batch.is_decode
             passes.append((float(np.count_nonzero(dec)), drafts))
-            passes.append((sampled_rows(batch) - float(batch.new_tokens[dec].sum()), 1))
+            passes.append((rows - float(batch.new_tokens[dec].sum()), 1))  # completed prompts
         out: dict[str, OpTime] = {}
         for rows, times in passes:
             for name, t in unit_head(*args, rows).items():
