@@ -1,7 +1,8 @@
 """Communication of one step: volumes from `sim.cost.comm`, priced on links.
 
 TP all-reduce after attention (and after the FFN when experts split the same way), the gather
-and scatter between DP attention and TP experts, and the EP dispatch / combine of DeepEP.
+and scatter between DP attention and TP experts or unit-wide dense layers, and the EP dispatch /
+combine of DeepEP.
 
 EP dispatch and combine run in lock-step over the whole unit, so a layer's exchange lasts as
 long as the GPU that moves the most bytes takes: the busiest sender (the rank with the most
@@ -157,16 +158,11 @@ def layer_comm_ops(
     experts split the same way), DP-attention gather to TP experts, EP dispatch/combine
     (DeepEP low-latency kernels for decode-only passes, normal kernels otherwise, never below
     the low-latency exchange of the pass's decode tokens)."""
-    h = m.hidden_size
     ops: dict[str, OpTime] = {}
     if d.attn_tp > 1:
         ops["tp_allreduce"] = tp_allreduce(pr, m, d, g, load.rank_tokens)
     if d.moe_tp > d.attn_tp:  # DP attention feeding TP experts: gather, then scatter back
-        t, group = load.sender_tokens, d.moe_tp // d.attn_tp  # gathers pad to the largest rank
-        gathered = comm.allgather_bytes(t, h, group)
-        link = comm.group_link(g, d.moe_tp, d.gpus_per_node)
-        attrs = {"bytes": t * h * comm.BF16 * group, "gpus": group, "link": link.name}
-        ops["dp_gather"] = pr.link("all_gather", attrs, 2 * gathered, link.bytes_per_s)
+        ops["dp_gather"] = dp_gather(pr, m, d, g, load, d.moe_tp).op
     if d.ep > 1:
         ops.update(ep_exchange(pr, m, d, g, load))
         if not load.decode_only and load.decode_unit_tokens > 0:
@@ -175,6 +171,47 @@ def layer_comm_ops(
                 if low.seconds > ops[op].seconds:
                     ops[op] = low
     return ops
+
+
+@dataclass(frozen=True)
+class DpGather:
+    """The gather of DP-attention ranks' hidden states into one buffer on every GPU of a group,
+    and the scatter of the summed outputs back: `rows` in the buffer, `op` both collectives."""
+
+    rows: float
+    op: OpTime
+
+
+def dp_gather(
+    pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, load: CommLoad, gpus: int
+) -> DpGather:
+    """SGLang's DP gather over `gpus` GPUs (`gpus / attn_tp` DP ranks) in one layer, with its
+    buffer laid out one of two ways (`DpPaddingMode`):
+
+    - max-len: every rank's rows padded to the largest rank's, gathered by an all-gather and
+      returned by a reduce-scatter (the same bytes);
+    - sum-len: the ranks' rows back to back, zeros elsewhere, gathered by an all-reduce and
+      returned by another.
+
+    A pass with a prefill chunk uses sum-len; a decode pass whichever moves fewer bytes.
+    """
+    h, dp = m.hidden_size, gpus // d.attn_tp
+    largest = load.sender_tokens
+    # the group holding the busiest rank; its other ranks at the unit's mean
+    others = (load.unit_tokens - largest) / max(d.gpus // d.attn_tp - 1, 1)
+    total = largest + (dp - 1) * others
+    max_len = load.decode_only and 2 * total > largest * dp
+    rows = largest * dp if max_len else total
+    if dp <= 1 or rows <= 0:
+        return DpGather(rows=rows, op=ZERO)
+    link = comm.group_link(g, gpus, d.gpus_per_node)
+    if max_len:
+        attrs = {"bytes": rows * h * comm.BF16, "gpus": dp, "link": link.name}
+        moved = comm.allgather_bytes(largest, h, dp)
+        return DpGather(rows, pr.link("all_gather", attrs, 2 * moved, link.bytes_per_s))
+    attrs = {"bytes": rows * h * comm.BF16, "gpus": gpus, "link": link.name}
+    moved = comm.allreduce_bytes(rows, h, gpus)
+    return DpGather(rows, pr.link("all_reduce", attrs, 2 * moved, link.bytes_per_s))
 
 
 def tp_allreduce(pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, tokens: float) -> OpTime:

@@ -91,7 +91,7 @@ def weight_bytes_per_gpu(model: ModelSpec, deployment: Deployment) -> float:
     attn += (model.num_layers - model.attention_layers) * linear_attention_params(model) / d.attn_tp
     local_experts = math.ceil((moe.n_routed_experts + d.eplb_redundant_experts) / d.ep)
     moe_layer = (local_experts * lp.routed_expert + lp.shared_experts) / d.moe_tp + lp.router
-    dense_split = d.attn_tp if d.dense_ffn == "tp" else 1
+    dense_split = {"tp": d.attn_tp, "dp": 1, "unit": d.gpus}[d.dense_ffn]
     ffn = model.moe_layers * moe_layer + moe.first_dense_layers * lp.dense_mlp / dense_split
     mtp = 0.0
     if d.mtp_draft_tokens and model.mtp_layers:

@@ -22,6 +22,7 @@ from sim.cost.comm_ops import (
     tp_allreduce,
     unit_comm_ops,
 )
+from sim.cost.dense import unit_dense_ops
 from sim.cost.dispatch import Segments, choose_paths
 from sim.cost.elementwise import draft_elementwise, rank_elementwise, routed_elementwise
 from sim.cost.head import sampled_rows, unit_head
@@ -92,7 +93,9 @@ class ServingCostModel(TwoBatchOverlap):
             heads=model.num_heads // d.attn_tp,
             tp=d.attn_tp,
             moe_tp=d.moe_tp,
-            dense_split=d.attn_tp if d.dense_ffn == "tp" else 1,
+            # `unit`: the dense MLP is unit-wide work (`sim.cost.dense`); its SiLU, over the
+            # gathered rows at 1/GPUs of the width, is a rank's rows at 1/attn_tp
+            dense_split=1 if d.dense_ffn == "dp" else d.attn_tp,
             weight_dtype=d.weight_dtype,
             kv_dtype=d.kv_dtype,
             kv_bytes_layer=kv_bytes_per_token_layer(model, d.kv_dtype),
@@ -220,10 +223,12 @@ class ServingCostModel(TwoBatchOverlap):
         ops = {name: scale(t, m.attention_layers) for name, t in layer.items()}
         if m.linear_attention:
             ops["kda"] = scale(linear_attention_layer(pr, c, s), m.linear_attention.num_layers)
-        ffn = ffn_rank_ops(pr, c, s.tokens)
+        own_dense = self.deployment.dense_ffn != "unit"  # else unit-wide (`unit_dense_ops`)
+        ffn = ffn_rank_ops(pr, c, s.tokens, dense=own_dense)
         ops["moe_gate"] = scale(ffn["moe_gate"], m.moe_layers)
         ops["moe_shared"] = scale(ffn["moe_shared"], m.moe_layers)
-        ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
+        if own_dense:
+            ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
         own_head = self.deployment.lm_head == "rank"  # else unit-wide (`_unit_head`)
         if own_head:
             ops["lm_head"] = self._head(float(s.q[s.is_decode].sum() + s.sampling_prefills))
@@ -323,6 +328,8 @@ class ServingCostModel(TwoBatchOverlap):
             ops["mtp_prefill_moe"] = combine(self._routed_moe(n_pre, False), act)
             ops["mtp_prefill_comm"] = combine(*layer_comm_ops(pr, m, d, self.gpu, extend).values())
         ops.update(unit_comm_ops(pr, m, d, self.gpu, load))
+        if d.dense_ffn == "unit":
+            ops.update(unit_dense_ops(pr, self.ctx, d, self.gpu, load))
         return ops
 
 

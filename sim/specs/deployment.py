@@ -47,12 +47,13 @@ class Deployment(Spec):
         default=None, ge=1, description="Expert-parallel size (default: all GPUs / moe_tp)."
     )
     moe_tp: int = Field(default=1, ge=1, description="Tensor-parallel size of each expert.")
-    dense_ffn: Literal["tp", "dp"] = Field(
+    dense_ffn: Literal["tp", "dp", "unit"] = Field(
         default="tp",
-        description="Dense MLP layers (the first dense layers): 'tp' shards them over the "
-        "attention TP group (nothing to shard at attn_tp 1), 'dp' replicates them. SGLang's "
-        "default under DP attention shards them over the whole unit behind a token gather; that "
-        "layout is not modelled.",
+        description="Dense MLP layers (the first dense layers): 'tp' (vLLM; SGLang's "
+        "--moe-dense-tp-size 1 under DP attention) shards them over the attention TP group, so "
+        "a DP-attention rank holds them whole; 'dp' replicates them; 'unit' (SGLang's default) "
+        "shards them over all the unit's GPUs, which gather every rank's hidden states in each "
+        "dense layer and reduce-scatter the outputs back.",
     )
     lm_head: Literal["rank", "unit"] = Field(
         default="rank",

@@ -25,6 +25,6 @@ def test_name_list_fields_offer_their_literal_names() -> None:
     assert options["d.router"] == list(ROUTER_NAMES)
     assert options["d.kv_dtype"] == ["bf16", "fp8"]
     assert options["d.weight_dtype"] == ["bf16", "fp8", "fp4"]
-    assert options["d.dense_ffn"] == ["tp", "dp"]
+    assert options["d.dense_ffn"] == ["tp", "dp", "unit"]
     values = {s.key: s.value for s in at.selectbox}
     assert values["d.router"] == "least_kv" and values["d.mla_policy"] == "sglang"
