@@ -12,6 +12,7 @@ import streamlit as st
 
 from app import charts
 from app.units import ms
+from app.workers import WAITING
 from sim.api import DeploymentResults, Results
 
 
@@ -22,12 +23,18 @@ class Card:
     fmt: str
     higher_is_better: bool
     help: str
+    # where the value is None but known to exceed something (a TTFT percentile beyond every
+    # first token seen, requests still waiting): that bound, shown as '>bound'
+    bound: Callable[[DeploymentResults], float | None] = lambda d: None
 
 
 CARDS = (
     Card("out tok/s/GPU", lambda d: d.output_tok_s_per_gpu, "{:,.0f}", True,
          "Generated tokens per second per GPU over the measurement window."),
-    Card("TTFT p90 ms", lambda d: ms(d.ttft_s.p90), "{:,.0f}", False, "Time to first token."),
+    Card("TTFT p90 ms", lambda d: ms(d.ttft_s.p90), "{:,.0f}", False,
+         "Time to first token; requests still waiting at the end count as at least their wait "
+         "(Kaplan-Meier). '>' marks a p90 beyond every first token seen.",
+         bound=lambda d: ms(d.ttft_s.exceeds_s)),
     Card("TPOT p90 ms", lambda d: ms(d.tpot_s.p90), "{:,.1f}", False,
          "Time per output token after the first."),
     Card("goodput req/s", lambda d: d.goodput_req_s, "{:,.2f}", True,
@@ -57,9 +64,10 @@ def metric_cards(results: Results) -> None:
     for d in deps:
         st.markdown(f"**{d.name}** · {d.gpus} GPUs" + (" · baseline" if d is base else ""))
         for col, c in zip(st.columns(len(CARDS)), CARDS, strict=True):
-            v = c.value(d)
+            v, bound = c.value(d), c.bound(d)
+            shown = "-" if bound is None else ">" + c.fmt.format(bound)
             col.metric(
-                c.label, "-" if v is None else c.fmt.format(v),
+                c.label, shown if v is None else c.fmt.format(v),
                 delta=None if d is base else _delta(v, c.value(base)), help=c.help,
                 delta_color="normal" if c.higher_is_better else "inverse", border=True,
             )  # fmt: skip
@@ -75,6 +83,23 @@ def latency_cdfs(samples: Mapping[str, Mapping[str, Sequence[float]]], key: str)
     )
     per_dep = {name: s.get(metric, []) for name, s in samples.items()}
     st.plotly_chart(charts.latency_cdf(per_dep, metric=metric), key=f"{key}_cdf")
+    if metric == "TTFT":
+        waiting = {name: s.get(WAITING, []) for name, s in samples.items()}
+        if note := waiting_note(waiting):
+            st.caption(note)
+
+
+def waiting_note(waiting: Mapping[str, Sequence[float]]) -> str | None:
+    """What the TTFT curves leave out: requests still waiting for a first token at the end."""
+    parts = [
+        f"{name}: {len(w):,} (longest {max(w):.3g} s so far)" for name, w in waiting.items() if w
+    ]
+    if not parts:
+        return None
+    return (
+        "Still waiting for a first token at the end, not drawn: " + "; ".join(parts) + ". The "
+        "table's TTFT percentiles count them as at least their wait."
+    )
 
 
 def op_sources(results: Results) -> dict[str, str]:

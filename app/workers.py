@@ -61,10 +61,17 @@ def warm_up() -> None:
         load_gpu(name)
 
 
+WAITING = "TTFT waiting"  # samples key: how long requests still waiting at the end waited
+
+
 def latency_samples(out: SimOutput) -> dict[str, list[float]]:
-    """Per-request TTFT, TPOT and E2E of requests that arrived after warm-up and completed:
-    the samples `sim.metrics.summarize` reports the percentiles of."""
-    return {k: v.tolist() for k, v in request_latencies(out).samples().items()}
+    """Per-request TTFT (requests that arrived after warm-up and got a first token), TPOT and
+    E2E (those that completed), and under `WAITING` the waits of requests still without a
+    first token at the end: the samples `sim.metrics.summarize` reports the percentiles of."""
+    lat = request_latencies(out)
+    samples = {k: v.tolist() for k, v in lat.samples().items()}
+    samples[WAITING] = lat.ttft_censored().tolist()
+    return samples
 
 
 def simulate(scenario_json: str, progress: Any = None) -> dict[str, Any]:

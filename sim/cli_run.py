@@ -30,7 +30,10 @@ def _f(x: float | None, digits: int = 3, scale: float = 1.0) -> str:
 
 
 def _pct(p: Percentiles, scale: float = 1e3) -> str:
-    return " / ".join(_f(v, 3, scale) for v in (p.p50, p.p90, p.p99))
+    """p50 / p90 / p99; a percentile beyond every observed value (requests still waiting at the
+    end outnumber its tail) shows as '>' the largest one."""
+    beyond = f">{_f(p.exceeds_s, 3, scale)}" if p.exceeds_s is not None else "-"
+    return " / ".join(beyond if v is None else _f(v, 3, scale) for v in (p.p50, p.p90, p.p99))
 
 
 def _layout(d: Deployment | PdDeployment) -> str:

@@ -32,17 +32,32 @@ class RequestLatencies:
     e2e_s: FloatArray
     done: BoolArray  # completed (phase DONE)
     after_warmup: BoolArray  # arrived at or after the warm-up
+    waited_s: FloatArray  # how long a request still waiting for its first token at the end
+    # has waited (NaN for the others): its TTFT is at least that
 
     @property
     def measured(self) -> BoolArray:
-        """Requests the latency statistics are over: arrived in the window and completed."""
+        """Requests TPOT and E2E statistics are over: arrived in the window and completed."""
         return self.done & self.after_warmup
 
     def samples(self) -> dict[str, FloatArray]:
-        """TTFT, TPOT and E2E samples of the measured requests (TPOT: multi-token outputs)."""
+        """TTFT samples of the requests that arrived in the window and got a first token
+        (finished or not); TPOT and E2E samples of the measured ones (TPOT: multi-token
+        outputs)."""
         m = self.measured
         tpot = self.tpot_s[m]
-        return {"TTFT": self.ttft_s[m], "TPOT": tpot[np.isfinite(tpot)], "E2E": self.e2e_s[m]}
+        ttft = self.ttft_s[self.after_warmup]
+        return {
+            "TTFT": ttft[np.isfinite(ttft)],
+            "TPOT": tpot[np.isfinite(tpot)],
+            "E2E": self.e2e_s[m],
+        }
+
+    def ttft_censored(self) -> FloatArray:
+        """Lower bounds on the TTFT of requests that arrived in the window and were still
+        waiting for a first token at the end (rejected ones are not waiting)."""
+        w = self.waited_s[self.after_warmup]
+        return w[np.isfinite(w)]
 
 
 def request_latencies(out: SimOutput) -> RequestLatencies:
@@ -52,10 +67,12 @@ def request_latencies(out: SimOutput) -> RequestLatencies:
     out_len = t.output_tokens[:n]
     done = t.phase[:n] == Phase.DONE
     multi = done & (out_len > 1)
+    waiting = np.isnan(first) & (t.phase[:n] != Phase.REJECTED)
     return RequestLatencies(
         ttft_s=first - arrival,
         tpot_s=np.where(multi, (finish - first) / np.maximum(out_len - 1, 1), np.nan),
         e2e_s=finish - arrival,
         done=done,
         after_warmup=arrival >= out.warmup_s,
+        waited_s=np.where(waiting, out.end_s - arrival, np.nan),
     )

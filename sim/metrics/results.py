@@ -1,7 +1,9 @@
 """What a run reports, per deployment: the JSON contract of `mlasim run --json`.
 
 Every rate is measured over the window [warmup_s, end_s] of simulated time; latencies are over
-the requests that arrived in the window and completed. For a PD deployment the top-level step,
+the requests that arrived in the window: TTFT over those that got a first token, with those
+still waiting at the end counted as at least their wait (Kaplan-Meier percentiles); TPOT and
+E2E over those that completed. For a PD deployment the top-level step,
 batch and KV figures are the decode pool's; `pools` has each pool's own.
 """
 
@@ -87,7 +89,11 @@ class DeploymentResults(Spec):
         "or still waiting past the TTFT target at the end (requests in flight within both "
         "targets are undecided and left out)."
     )
-    slo_met: bool = Field(description="TTFT and TPOT at the SLO percentile are within target.")
+    slo_met: bool = Field(
+        description="TTFT and TPOT at the SLO percentile are within target (TTFT counting "
+        "requests still waiting at the end; TPOT over completed requests, so a run where none "
+        "completed does not meet it)."
+    )
     ttft_at_slo_s: float | None = Field(description="TTFT at the SLO percentile, seconds.")
     tpot_at_slo_s: float | None = Field(description="TPOT at the SLO percentile, seconds.")
     requests: RequestCountsOut = Field(description="Request counts for the window.")

@@ -1,4 +1,5 @@
-"""Summary statistics of latency samples: mean and percentiles, plain or weighted."""
+"""Summary statistics of latency samples: mean and percentiles, plain, weighted, or with
+right-censored samples (requests still waiting at the end of a run)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ class Percentiles(Spec):
     p90: float | None = Field(description="90th percentile, seconds.")
     p99: float | None = Field(description="99th percentile, seconds.")
     count: int = Field(description="Samples the figures come from.")
+    exceeds_s: float | None = Field(
+        default=None,
+        description="Set where a percentile is null because requests still waiting at the end "
+        "outnumber its tail: that percentile exceeds this, the largest value observed.",
+    )
 
 
 EMPTY = Percentiles(mean=None, p50=None, p90=None, p99=None, count=0)
@@ -58,3 +64,39 @@ def weighted_percentiles(values: NDArray[np.float64], weights: NDArray[np.float6
 def quantile(values: NDArray[np.float64], percentile: float) -> float | None:
     v = values[np.isfinite(values)]
     return float(np.percentile(v, percentile)) if v.size else None
+
+
+def censored_quantile(
+    observed: NDArray[np.float64], censored: NDArray[np.float64], percentile: float
+) -> float | None:
+    """Percentile of a latency some samples of which are only known to exceed a value (a
+    request still waiting at the end has waited at least this long), by the Kaplan-Meier
+    estimate: the smallest observed value at which the estimated share of larger latencies
+    falls to 1 - percentile/100. A waiting request leaves the count at its lower bound
+    instead of being dropped or taken at it, so a backlog of long waits raises the estimate.
+    None when censored samples keep the share above that level (the percentile lies beyond
+    every observed value), or without samples. Without censored samples: `quantile`."""
+    if censored.size == 0:
+        return quantile(observed, percentile)
+    if observed.size == 0:
+        return None
+    times = np.concatenate([observed, censored])
+    event = np.concatenate([np.ones(observed.size, bool), np.zeros(censored.size, bool)])
+    order = np.lexsort((~event, times))  # by time; at a tie, events before censorings
+    at_risk = times.size - np.arange(times.size)
+    survival = np.cumprod(np.where(event[order], 1.0 - 1.0 / at_risk, 1.0))
+    below = np.flatnonzero(event[order] & (survival <= 1.0 - percentile / 100 + 1e-12))
+    return float(times[order][below[0]]) if below.size else None
+
+
+def censored_percentiles(
+    observed: NDArray[np.float64], censored: NDArray[np.float64]
+) -> Percentiles:
+    """`percentiles` of `observed`, with p50/p90/p99 from `censored_quantile` when some samples
+    are censored (the mean stays over the observed ones), and `exceeds_s` where one is None."""
+    plain = percentiles(observed)
+    if censored.size == 0 or plain.count == 0:
+        return plain
+    p50, p90, p99 = (censored_quantile(observed, censored, q) for q in (50, 90, 99))
+    beyond = float(observed[np.isfinite(observed)].max()) if p99 is None else None
+    return plain.model_copy(update={"p50": p50, "p90": p90, "p99": p99, "exceeds_s": beyond})

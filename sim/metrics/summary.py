@@ -1,7 +1,9 @@
 """Turn one simulated deployment (request table + step logs) into `DeploymentResults`.
 
 Window: simulated time [warmup_s, end_s]. Throughput counts tokens emitted by steps that ended in
-the window; latencies use requests that arrived in the window and completed. ITL is the duration
+the window; latencies use requests that arrived in the window: TTFT those that got a first token,
+with the ones still waiting at the end as lower bounds (Kaplan-Meier percentiles,
+`sim.metrics.stats.censored_quantile`); TPOT and E2E those that completed. ITL is the duration
 of each decode step weighted by the requests it delivered tokens to (steps run back to back, so
 a request's gap between deliveries is the step it was in).
 """
@@ -16,7 +18,13 @@ from sim.engine import Phase, SimOutput
 from sim.engine.pool import Pool
 from sim.metrics.requests import BoolArray, RequestLatencies, request_latencies
 from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut
-from sim.metrics.stats import percentiles, quantile, weighted_percentiles
+from sim.metrics.stats import (
+    censored_percentiles,
+    censored_quantile,
+    percentiles,
+    quantile,
+    weighted_percentiles,
+)
 from sim.specs.deployment import PdDeployment
 from sim.specs.scenario import Slo
 
@@ -134,6 +142,15 @@ def _attainment(met: BoolArray, failed: BoolArray, after_warmup: BoolArray) -> f
     return float(met[decided].mean()) if decided.any() else None
 
 
+def _slo_met(ttft_q: float | None, tpot_q: float | None, completed: bool, slo: Slo) -> bool:
+    """TTFT and TPOT at the SLO percentile within their targets. TTFT needs a value (None:
+    no first token, or a percentile beyond every one seen); TPOT may lack one only where
+    requests completed and every one had a single output token (no TPOT to miss)."""
+    ttft_ok = ttft_q is not None and ttft_q <= slo.ttft_s
+    tpot_ok = tpot_q <= slo.tpot_s if tpot_q is not None else completed
+    return ttft_ok and tpot_ok
+
+
 def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
     t, n = out.table, out.table.size
     lo, hi = out.warmup_s, out.end_s
@@ -156,7 +173,9 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
     main = pools[-1]  # decode pool of a PD pair; the only pool otherwise
     gpus = sum(p.deployment.total_gpus for p in out.cluster.pools)
     nodes = sum(p.deployment.total_gpus / p.deployment.gpus_per_node for p in out.cluster.pools)
-    ttft_q, tpot_q = quantile(ttft, slo.percentile), quantile(tpot, slo.percentile)
+    waited = lat.ttft_censored()
+    ttft_q = censored_quantile(ttft, waited, slo.percentile)
+    tpot_q = quantile(tpot, slo.percentile)
     link = out.cluster.transfer
     output_tok_s = emitted / window
     return DeploymentResults(
@@ -171,15 +190,13 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         input_tok_s_per_gpu=input_tok_s / gpus,
         input_tok_s_per_node=input_tok_s / nodes,
         request_throughput_req_s=int(((finish >= lo) & lat.done).sum()) / window,
-        ttft_s=percentiles(ttft),
+        ttft_s=censored_percentiles(ttft, waited),
         tpot_s=percentiles(tpot),
         itl_s=weighted_percentiles(*_itl(out)),
         e2e_s=percentiles(e2e),
         goodput_req_s=int((met & finished_in_window).sum()) / window,
         slo_attainment=_attainment(met, failed, lat.after_warmup),
-        slo_met=bool(
-            ttft_q is not None and ttft_q <= slo.ttft_s and (tpot_q is None or tpot_q <= slo.tpot_s)
-        ),
+        slo_met=_slo_met(ttft_q, tpot_q, bool(lat.measured.any()), slo),
         ttft_at_slo_s=ttft_q,
         tpot_at_slo_s=tpot_q,
         requests=counts,

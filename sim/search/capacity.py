@@ -42,12 +42,14 @@ class CapacityError(ValueError):
 def meets_slo(d: DeploymentResults, rate_req_s: float, slo: Slo) -> bool:
     """Whether a deployment serves `rate_req_s` within the SLO. All three must hold:
 
-    1. `slo_met`: TTFT and TPOT at the SLO percentile (over requests that completed in the
-       window) are within their targets;
+    1. `slo_met`: TTFT (over requests that arrived in the window, those still waiting counted
+       at least their wait) and TPOT (over those that completed) at the SLO percentile are
+       within their targets;
     2. no request was rejected (its KV could never fit a rank);
     3. the backlog is bounded: requests still waiting for admission at the end are no more than
-       arrive in one TTFT target (rate x ttft_s). More means the queue is growing, and those
-       waiting requests, not yet in the percentile, would miss the target.
+       arrive in one TTFT target (rate x ttft_s). More means the queue is growing: those
+       waiting requests would miss the target, though the TTFT percentile counts them only
+       by the wait so far.
     """
     backlog_ok = d.requests.queued <= backlog_limit(rate_req_s, slo)
     return d.slo_met and d.requests.rejected == 0 and backlog_ok

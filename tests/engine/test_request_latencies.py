@@ -14,7 +14,7 @@ from sim.engine import Phase, RequestTable
 from sim.io.requests_io import request_columns
 from sim.io.scenario_io import parse_scenario
 from sim.metrics import request_latencies
-from sim.metrics.stats import percentiles
+from sim.metrics.stats import censored_percentiles, percentiles
 from sim.run import simulate_scenario, summarize_scenario
 
 
@@ -34,14 +34,16 @@ def _table() -> RequestTable:
 
 
 def test_hand_checked_latencies() -> None:
-    lat = request_latencies(SimpleNamespace(table=_table(), warmup_s=0.9))  # type: ignore[arg-type]
+    out = SimpleNamespace(table=_table(), warmup_s=0.9, end_s=4.0)
+    lat = request_latencies(out)  # type: ignore[arg-type]
     assert lat.ttft_s.tolist() == [0.5, 0.25, 0.5, 0.25]
     assert lat.tpot_s[0] == 0.25 and lat.tpot_s[3] == 0.5  # (finish - first) / (out - 1)
     assert np.isnan(lat.tpot_s[1]) and np.isnan(lat.tpot_s[2])  # one token; not finished
     assert lat.e2e_s[[0, 1, 3]].tolist() == [1.5, 0.25, 1.25] and np.isnan(lat.e2e_s[2])
     assert lat.measured.tolist() == [True, True, False, False]  # done and after the warm-up
     s = lat.samples()
-    assert s["TTFT"].tolist() == [0.5, 0.25]
+    assert s["TTFT"].tolist() == [0.5, 0.25, 0.5]  # the decoding request has its first token
+    assert lat.ttft_censored().size == 0  # nobody is still waiting for one
     assert s["TPOT"].tolist() == [0.25]  # the one-token request has no TPOT
     assert s["E2E"].tolist() == [1.5, 0.25]
 
@@ -70,6 +72,10 @@ def test_slo_outcomes_count_known_failures() -> None:
     assert met.tolist() == [True, False, False, False, False, False]
     assert failed.tolist() == [False, True, True, True, False, True]
     assert _attainment(met, failed, lat.after_warmup) == pytest.approx(1 / 5)
+    # TTFT: three first tokens; two requests still waiting (6 s and 0.5 s so far) are lower
+    # bounds; the rejected one is neither
+    assert lat.samples()["TTFT"].tolist() == [0.5, 0.25, 1.5]
+    assert sorted(lat.ttft_censored().tolist()) == [0.5, 6.0]
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +91,7 @@ def test_summary_reports_exactly_these_latencies(run: Any) -> None:
         lat = request_latencies(out)
         s = lat.samples()
         assert s["TTFT"].size > 0 and s["TPOT"].size > 0
-        assert percentiles(s["TTFT"]) == d.ttft_s
+        assert censored_percentiles(s["TTFT"], lat.ttft_censored()) == d.ttft_s
         assert percentiles(s["TPOT"]) == d.tpot_s
         assert percentiles(s["E2E"]) == d.e2e_s
         assert int(lat.measured.sum()) == d.requests.completed

@@ -1,0 +1,56 @@
+"""TTFT percentiles with requests still waiting at the end of a run (right-censored samples)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.metrics.stats import censored_percentiles, censored_quantile, percentiles, quantile
+
+OBSERVED = np.arange(1.0, 81.0)  # 80 first tokens at 1..80 s
+
+
+def test_without_waiting_requests_it_is_the_plain_percentile() -> None:
+    none = np.array([])
+    for q in (50, 90, 99):
+        assert censored_quantile(OBSERVED, none, q) == quantile(OBSERVED, q)
+    assert censored_percentiles(OBSERVED, none) == percentiles(OBSERVED)
+
+
+def test_short_waits_only_leave_the_count() -> None:
+    """Requests that arrived just before the end and have waited 0.5 s tell nothing about the
+    tail: the estimate is the observed samples' (inverted-CDF) quantile."""
+    short = np.full(30, 0.5)
+    assert censored_quantile(OBSERVED, short, 50) == 40.0
+    assert censored_quantile(OBSERVED, short, 90) == 72.0
+
+
+def test_a_backlog_of_long_waits_raises_the_tail() -> None:
+    """20 requests still waiting after 100 s: a fifth of all requests take longer than every
+    first token seen. The median is the 50th of 100 requests; p90 lies beyond every observed
+    value (None), where dropping the waiting requests would have said 72 s."""
+    backlog = np.full(20, 100.0)
+    assert censored_quantile(OBSERVED, backlog, 50) == 50.0
+    assert censored_quantile(OBSERVED, backlog, 80) == 80.0
+    assert censored_quantile(OBSERVED, backlog, 90) is None
+    p = censored_percentiles(OBSERVED, backlog)
+    assert (p.p50, p.p90, p.p99) == (50.0, None, None)
+    assert p.count == 80 and p.mean == pytest.approx(40.5)  # over the first tokens seen
+    assert p.exceeds_s == 80.0  # p90 and p99 lie beyond the largest first token seen
+
+
+def test_the_run_table_shows_a_percentile_beyond_the_samples_as_a_bound() -> None:
+    from sim.cli_run import _pct
+
+    p = censored_percentiles(OBSERVED, np.full(20, 100.0))
+    assert _pct(p, 1.0) == "50 / >80 / >80"
+    assert _pct(percentiles(OBSERVED), 1.0) == "40.5 / 72.1 / 79.2"
+
+
+def test_waits_between_samples_count_for_the_later_ones() -> None:
+    """Kaplan-Meier by hand: values 1, 2, 3, 4 and one request censored at 2.5. Survival after
+    1: 4/5, after 2: 3/5, the censored leaves, after 3: 3/5 * 1/2 = 0.3, after 4: 0."""
+    obs, cens = np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.5])
+    assert censored_quantile(obs, cens, 40) == 2.0  # survival 0.6 <= 0.6
+    assert censored_quantile(obs, cens, 50) == 3.0  # 0.6 > 0.5, then 0.3
+    assert censored_quantile(obs, cens, 75) == 4.0  # 0.3 > 0.25, then 0
