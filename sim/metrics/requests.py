@@ -32,8 +32,8 @@ class RequestLatencies:
     e2e_s: FloatArray
     done: BoolArray  # completed (phase DONE)
     after_warmup: BoolArray  # arrived at or after the warm-up
-    waited_s: FloatArray  # how long a request still waiting for its first token at the end
-    # has waited (NaN for the others): its TTFT is at least that
+    age_s: FloatArray  # time from arrival to the end of the run (NaN if rejected): what an
+    # unfinished request's latencies are at least
 
     @property
     def measured(self) -> BoolArray:
@@ -56,8 +56,16 @@ class RequestLatencies:
     def ttft_censored(self) -> FloatArray:
         """Lower bounds on the TTFT of requests that arrived in the window and were still
         waiting for a first token at the end (rejected ones are not waiting)."""
-        w = self.waited_s[self.after_warmup]
-        return w[np.isfinite(w)]
+        return self._censored(np.isnan(self.ttft_s))
+
+    def e2e_censored(self) -> FloatArray:
+        """Lower bounds on the E2E latency of requests that arrived in the window and were
+        still unfinished at the end (rejected ones are not)."""
+        return self._censored(~self.done)
+
+    def _censored(self, unreached: BoolArray) -> FloatArray:
+        age = self.age_s[self.after_warmup & unreached]
+        return age[np.isfinite(age)]
 
 
 def request_latencies(out: SimOutput) -> RequestLatencies:
@@ -67,12 +75,12 @@ def request_latencies(out: SimOutput) -> RequestLatencies:
     out_len = t.output_tokens[:n]
     done = t.phase[:n] == Phase.DONE
     multi = done & (out_len > 1)
-    waiting = np.isnan(first) & (t.phase[:n] != Phase.REJECTED)
+    rejected = t.phase[:n] == Phase.REJECTED
     return RequestLatencies(
         ttft_s=first - arrival,
         tpot_s=np.where(multi, (finish - first) / np.maximum(out_len - 1, 1), np.nan),
         e2e_s=finish - arrival,
         done=done,
         after_warmup=arrival >= out.warmup_s,
-        waited_s=np.where(waiting, out.end_s - arrival, np.nan),
+        age_s=np.where(rejected, np.nan, out.end_s - arrival),
     )

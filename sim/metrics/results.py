@@ -2,9 +2,10 @@
 
 Every rate is measured over the window [warmup_s, end_s] of simulated time; latencies are over
 the requests that arrived in the window: TTFT over those that got a first token, with those
-still waiting at the end counted as at least their wait (Kaplan-Meier percentiles); TPOT and
-E2E over those that completed. For a PD deployment the top-level step,
-batch and KV figures are the decode pool's; `pools` has each pool's own.
+still waiting at the end counted as at least their wait (Kaplan-Meier percentiles); E2E over
+those that completed, the unfinished ones likewise; TPOT over those that completed. For a PD
+deployment the top-level step, batch and KV figures are the decode pool's; `pools` has each
+pool's own.
 """
 
 from __future__ import annotations

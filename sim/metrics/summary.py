@@ -3,7 +3,8 @@
 Window: simulated time [warmup_s, end_s]. Throughput counts tokens emitted by steps that ended in
 the window; latencies use requests that arrived in the window: TTFT those that got a first token,
 with the ones still waiting at the end as lower bounds (Kaplan-Meier percentiles,
-`sim.metrics.stats.censored_quantile`); TPOT and E2E those that completed. ITL is the duration
+`sim.metrics.stats.censored_quantile`); E2E those that completed, with the unfinished ones as
+lower bounds; TPOT those that completed. ITL is the duration
 of each decode step weighted by the requests it delivered tokens to (steps run back to back, so
 a request's gap between deliveries is the step it was in).
 """
@@ -193,7 +194,7 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         ttft_s=censored_percentiles(ttft, waited),
         tpot_s=percentiles(tpot),
         itl_s=weighted_percentiles(*_itl(out)),
-        e2e_s=percentiles(e2e),
+        e2e_s=censored_percentiles(e2e, lat.e2e_censored()),
         goodput_req_s=int((met & finished_in_window).sum()) / window,
         slo_attainment=_attainment(met, failed, lat.after_warmup),
         slo_met=_slo_met(ttft_q, tpot_q, bool(lat.measured.any()), slo),

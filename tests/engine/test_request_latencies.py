@@ -76,6 +76,8 @@ def test_slo_outcomes_count_known_failures() -> None:
     # bounds; the rejected one is neither
     assert lat.samples()["TTFT"].tolist() == [0.5, 0.25, 1.5]
     assert sorted(lat.ttft_censored().tolist()) == [0.5, 6.0]
+    # E2E: two finished; the decoding request (7 s so far) and the two waiting are lower bounds
+    assert sorted(lat.e2e_censored().tolist()) == [0.5, 6.0, 7.0]
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +95,7 @@ def test_summary_reports_exactly_these_latencies(run: Any) -> None:
         assert s["TTFT"].size > 0 and s["TPOT"].size > 0
         assert censored_percentiles(s["TTFT"], lat.ttft_censored()) == d.ttft_s
         assert percentiles(s["TPOT"]) == d.tpot_s
-        assert percentiles(s["E2E"]) == d.e2e_s
+        assert censored_percentiles(s["E2E"], lat.e2e_censored()) == d.e2e_s
         assert int(lat.measured.sum()) == d.requests.completed
         # goodput: requests finished in the window within both targets (the population of the
         # request throughput, so the two agree when every request meets the SLO)
