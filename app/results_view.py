@@ -51,6 +51,14 @@ def card_values(results: Results) -> list[dict[str, float | None]]:
     return [{c.label: c.value(d) for c in CARDS} for d in results.deployments]
 
 
+def card_text(c: Card, d: DeploymentResults) -> str:
+    """A card's figure: its value, '>' its bound where only that is known, else '-'."""
+    v, bound = c.value(d), c.bound(d)
+    if v is not None:
+        return c.fmt.format(v)
+    return "-" if bound is None else ">" + c.fmt.format(bound)
+
+
 def _delta(value: float | None, base: float | None) -> str | None:
     if value is None or base is None or base == 0:
         return None
@@ -64,10 +72,9 @@ def metric_cards(results: Results) -> None:
     for d in deps:
         st.markdown(f"**{d.name}** · {d.gpus} GPUs" + (" · baseline" if d is base else ""))
         for col, c in zip(st.columns(len(CARDS)), CARDS, strict=True):
-            v, bound = c.value(d), c.bound(d)
-            shown = "-" if bound is None else ">" + c.fmt.format(bound)
+            v = c.value(d)
             col.metric(
-                c.label, shown if v is None else c.fmt.format(v),
+                c.label, card_text(c, d),
                 delta=None if d is base else _delta(v, c.value(base)), help=c.help,
                 delta_color="normal" if c.higher_is_better else "inverse", border=True,
             )  # fmt: skip

@@ -68,6 +68,22 @@ def test_kv_card_is_the_results_distinct_capacity(results: Results) -> None:
     assert dp.kv_capacity_tokens_total > 4 * tp.kv_capacity_tokens_total  # TP8 stores 8 copies
 
 
+def test_ttft_card_shows_a_bound_when_the_percentile_lies_beyond_the_samples(
+    results: Results,
+) -> None:
+    card = next(c for c in results_view.CARDS if c.label == "TTFT p90 ms")
+    d = results.deployments[0]
+    assert results_view.card_text(card, d) == f"{ms(d.ttft_s.p90):,.0f}"
+    backlog = d.ttft_s.model_copy(update={"p90": None, "p99": None, "exceeds_s": 4.2})
+    assert results_view.card_text(card, d.model_copy(update={"ttft_s": backlog})) == ">4,200"
+    none = d.ttft_s.model_copy(update={"p90": None, "exceeds_s": None})
+    assert results_view.card_text(card, d.model_copy(update={"ttft_s": none})) == "-"
+    # the waiting requests the TTFT curves leave out are named under them
+    assert results_view.waiting_note({"a": [], "b": []}) is None
+    note = results_view.waiting_note({"a": [], "b": [3.0, 12.5]})
+    assert note is not None and "b: 2 (longest 12.5 s so far)" in note
+
+
 def test_memory_fit_is_plan_memorys_own_check() -> None:
     model, h200 = load_model("deepseek-v3"), load_gpu("h200")
     small = Deployment(name="ep2", gpus_per_node=2, moe_ep=2)

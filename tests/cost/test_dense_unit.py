@@ -100,3 +100,23 @@ def test_unit_dense_is_tp_when_attention_spans_the_unit() -> None:
     assert unit.ops["dense_gather"].seconds == 0
     assert unit.duration_s == pytest.approx(tp.duration_s)
     assert unit.ops["dense_mlp"].seconds == pytest.approx(tp.ops["dense_mlp"].seconds)
+
+
+def test_tp_experts_gather_the_same_way() -> None:
+    """DP attention feeding TP8 experts gathers before every MoE layer as the dense layers do:
+    a prefill step lays the ranks' rows back to back (two all-reduces of 4,096 + 80 rows)."""
+    d = Deployment(name="dp_tp", attn_tp=1, moe_tp=8)
+    cm = ServingCostModel(V3, H200, d, H200_RL)
+    b = decode_step([10] * 8)
+    b = BatchShape(
+        num_ranks=8,
+        rank=np.append(b.rank, 0),
+        new_tokens=np.append(b.new_tokens, 4096),
+        kv_tokens=np.append(b.kv_tokens, 4096),
+        is_decode=np.append(b.is_decode, False),
+    )
+    r = H200_RL.roofline
+    link = H200.nvlink_gb_s * 1e9 * r.comm_link_efficiency.value
+    nbytes = 2 * 2 * 7 / 8 * (4096 + 80) * V3.hidden_size * 2.0
+    per_layer = nbytes / link + r.launch_overhead_us.value * 1e-6
+    assert cm.step_cost(b).ops["dp_gather"].seconds == pytest.approx(V3.moe_layers * per_layer)
