@@ -36,6 +36,13 @@ def _pct(p: Percentiles, scale: float = 1e3) -> str:
     return " / ".join(beyond if v is None else _f(v, 3, scale) for v in (p.p50, p.p90, p.p99))
 
 
+def _with_ci(value: float, ci95: float | None) -> str:
+    """A rate and its 95% interval's half-width as a share of it."""
+    if ci95 is None or value <= 0:
+        return _f(value)
+    return f"{_f(value)} ±{100 * ci95 / value:.2g}%"
+
+
 def _layout(d: Deployment | PdDeployment) -> str:
     def one(x: Deployment) -> str:
         moe = f"EP{x.ep}" + (f" x TP{x.moe_tp}" if x.moe_tp > 1 else "")
@@ -58,7 +65,7 @@ ROWS: list[tuple[str, Any]] = [
     ("decode batch / rank", lambda r: _f(r.decode_batch_per_rank)),
     ("step time ms", lambda r: _f(r.step_time_s, 3, 1e3)),
     ("DP-rank imbalance", lambda r: _f(r.dp_imbalance)),
-    ("output tok/s / GPU", lambda r: _f(r.output_tok_s_per_gpu)),
+    ("output tok/s / GPU", lambda r: _with_ci(r.output_tok_s_per_gpu, r.output_tok_s_per_gpu_ci95)),
     ("input tok/s / GPU", lambda r: _f(r.input_tok_s_per_gpu)),
     ("output tok/s (total)", lambda r: _f(r.output_tok_s)),
     ("TTFT ms p50/p90/p99", lambda r: _pct(r.ttft_s)),
@@ -134,6 +141,26 @@ def lockstep_note(sc: Scenario) -> str | None:
     return LOCKSTEP_NOTE if fixed else None
 
 
+NOISY_SHARE = 0.1  # a 95% interval wider than this share of the throughput gets a warning
+
+
+def noisy_note(results: Results) -> str | None:
+    """A warning naming the deployments whose throughput moves much across the window."""
+    noisy = [
+        f"{d.name} ±{100 * d.output_tok_s_per_gpu_ci95 / d.output_tok_s_per_gpu:.0f}%"
+        for d in results.deployments
+        if d.output_tok_s_per_gpu_ci95 is not None
+        and d.output_tok_s_per_gpu > 0
+        and d.output_tok_s_per_gpu_ci95 > NOISY_SHARE * d.output_tok_s_per_gpu
+    ]
+    if not noisy:
+        return None
+    return (
+        f"throughput moves across the window ({', '.join(noisy)}: 95% interval from ten batch "
+        "means): lengthen run.duration_s, or check whether the load moves in waves"
+    )
+
+
 def extrapolated_note(results: Results) -> str | None:
     """The footnote for `breakdown_table`'s mark, or None when no op was extrapolated."""
     return EXTRAPOLATED_NOTE if any(d.extrapolated_ops for d in results.deployments) else None
@@ -202,7 +229,7 @@ def run(
     results = summarize_scenario(sc, outputs)
     console.print(results_table(sc, results))
     console.print(breakdown_table(results))
-    for note in (extrapolated_note(results), lockstep_note(sc)):
+    for note in (extrapolated_note(results), lockstep_note(sc), noisy_note(results)):
         if note is not None:  # the console's width, not the table's: one line on a wide terminal
             console.print(note, highlight=False)
     for path, writer in ((json_out, write_json), (csv_out, write_csv)):

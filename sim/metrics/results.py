@@ -68,6 +68,12 @@ class DeploymentResults(Spec):
     nodes: float = Field(description="Nodes (GPUs / GPUs per node).")
     output_tok_s: float = Field(description="Output tokens per second, total.")
     output_tok_s_per_gpu: float = Field(description="Output tokens per second per GPU.")
+    output_tok_s_per_gpu_ci95: float | None = Field(
+        default=None,
+        description="Half-width of a 95% confidence interval of output_tok_s_per_gpu from ten "
+        "batch means over the window: how much the figure depends on where the window falls "
+        "(null when a tenth of the window saw no step).",
+    )
     output_tok_s_per_node: float = Field(description="Output tokens per second per node.")
     input_tok_s: float = Field(description="Prompt tokens per second of requests prefilled.")
     input_tok_s_per_gpu: float = Field(description="Prompt tokens per second per GPU.")

@@ -100,3 +100,30 @@ def censored_percentiles(
     p50, p90, p99 = (censored_quantile(observed, censored, q) for q in (50, 90, 99))
     beyond = float(observed[np.isfinite(observed)].max()) if p99 is None else None
     return plain.model_copy(update={"p50": p50, "p90": p90, "p99": p99, "exceeds_s": beyond})
+
+
+BATCHES = 10  # sub-windows of a batch-means interval
+T_975_9 = 2.262  # Student's t, 97.5th percentile, 9 degrees of freedom (BATCHES - 1)
+
+
+def batch_means_ci95(
+    times: NDArray[np.float64], amounts: NDArray[np.float64], lo: float, hi: float
+) -> float | None:
+    """Half-width of a 95% confidence interval of the rate of `amounts` (per second) over
+    [lo, hi], by batch means: the window cut into BATCHES equal parts, each part's rate one
+    sample, the interval Student's t over their spread. Parts long against the correlation of
+    successive steps make the samples near independent; where a run moves in waves longer than
+    a part, the interval is wide, which is the point: it says how much the figure depends on
+    where the window falls. None when some part holds no event."""
+    if hi <= lo:
+        return None
+    part = np.floor((times - lo) / (hi - lo) * BATCHES).astype(np.int64)
+    keep = (part >= 0) & (part < BATCHES)
+    if not keep.any():
+        return None
+    counts = np.bincount(part[keep], minlength=BATCHES)
+    if (counts == 0).any():
+        return None
+    sums = np.bincount(part[keep], weights=amounts[keep], minlength=BATCHES)
+    rates = sums.astype(np.float64) / ((hi - lo) / BATCHES)
+    return float(T_975_9 * rates.std(ddof=1) / np.sqrt(BATCHES))

@@ -20,6 +20,7 @@ from sim.engine.pool import Pool
 from sim.metrics.requests import BoolArray, RequestLatencies, request_latencies
 from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut
 from sim.metrics.stats import (
+    batch_means_ci95,
     censored_percentiles,
     censored_quantile,
     percentiles,
@@ -28,6 +29,10 @@ from sim.metrics.stats import (
 )
 from sim.specs.deployment import PdDeployment
 from sim.specs.scenario import Slo
+
+
+def _per(x: float | None, n: float) -> float | None:
+    return None if x is None else x / n
 
 
 def _mean(x: np.ndarray) -> float | None:
@@ -163,10 +168,14 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
     met, failed = _slo_outcomes(out, lat, slo)
     finished_in_window = lat.done & (finish >= lo)
     emitted = 0
+    step_ends, step_tokens = [], []
     for pool in out.cluster.pools:
         log = pool.log
         ends = log.column("start_s") + log.column("duration_s")
-        emitted += int(log.column("output_tokens")[ends >= lo].sum())
+        tokens = log.column("output_tokens")
+        emitted += int(tokens[ends >= lo].sum())
+        step_ends.append(ends)
+        step_tokens.append(tokens.astype(np.float64))
     prefilled = (first >= lo) & (first <= hi)
     input_tok_s = float(in_len[prefilled].sum()) / window
     counts = _counts(out, lat.after_warmup)
@@ -186,6 +195,9 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         nodes=nodes,
         output_tok_s=output_tok_s,
         output_tok_s_per_gpu=output_tok_s / gpus,
+        output_tok_s_per_gpu_ci95=_per(
+            batch_means_ci95(np.concatenate(step_ends), np.concatenate(step_tokens), lo, hi), gpus
+        ),
         output_tok_s_per_node=output_tok_s / nodes,
         input_tok_s=input_tok_s,
         input_tok_s_per_gpu=input_tok_s / gpus,

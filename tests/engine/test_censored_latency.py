@@ -1,6 +1,10 @@
-"""TTFT percentiles with requests still waiting at the end of a run (right-censored samples)."""
+"""TTFT percentiles with requests still waiting at the end of a run (right-censored samples),
+and the batch-means interval of a run's throughput."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 import pytest
@@ -54,3 +58,33 @@ def test_waits_between_samples_count_for_the_later_ones() -> None:
     assert censored_quantile(obs, cens, 40) == 2.0  # survival 0.6 <= 0.6
     assert censored_quantile(obs, cens, 50) == 3.0  # 0.6 > 0.5, then 0.3
     assert censored_quantile(obs, cens, 75) == 4.0  # 0.3 > 0.25, then 0
+
+
+def test_batch_means_interval_of_a_steady_and_a_wavy_rate() -> None:
+    from sim.metrics.stats import BATCHES, T_975_9, batch_means_ci95
+
+    times = np.arange(0.05, 100.0, 0.1)  # a step every 0.1 s over [0, 100]
+    steady = np.full(times.size, 5.0)  # 50 tokens/s throughout
+    assert batch_means_ci95(times, steady, 0.0, 100.0) == pytest.approx(0.0, abs=1e-9)
+    # waves: the first half of the run at 0 tokens/s, the second at 100: five parts at 0 and
+    # five at 100, standard deviation 52.7, half-width 2.262 x 52.7 / sqrt(10)
+    wavy = np.where(times < 50.0, 0.0, 10.0)
+    want = T_975_9 * np.std([0.0] * 5 + [100.0] * 5, ddof=1) / np.sqrt(BATCHES)
+    assert batch_means_ci95(times, wavy, 0.0, 100.0) == pytest.approx(want)
+    # a tenth of the window without a step: no interval
+    assert batch_means_ci95(times[times > 20.0], steady[times > 20.0], 0.0, 100.0) is None
+    # steps before the window are not counted
+    assert batch_means_ci95(times, steady, 50.0, 100.0) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_run_table_prints_the_interval_and_warns_when_wide() -> None:
+    from sim.cli_run import _with_ci, noisy_note
+    from sim.metrics import Results
+
+    assert _with_ci(464.0, 12.0) == "464 ±2.6%"
+    assert _with_ci(464.0, None) == "464"
+    d = SimpleNamespace(name="a", output_tok_s_per_gpu=400.0, output_tok_s_per_gpu_ci95=20.0)
+    e = SimpleNamespace(name="b", output_tok_s_per_gpu=400.0, output_tok_s_per_gpu_ci95=80.0)
+    assert noisy_note(cast(Results, SimpleNamespace(deployments=[d]))) is None
+    note = noisy_note(cast(Results, SimpleNamespace(deployments=[d, e])))
+    assert note is not None and "b ±20%" in note and "a ±" not in note

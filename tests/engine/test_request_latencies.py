@@ -14,7 +14,7 @@ from sim.engine import Phase, RequestTable
 from sim.io.requests_io import request_columns
 from sim.io.scenario_io import parse_scenario
 from sim.metrics import request_latencies
-from sim.metrics.stats import censored_percentiles, percentiles
+from sim.metrics.stats import batch_means_ci95, censored_percentiles, percentiles
 from sim.run import simulate_scenario, summarize_scenario
 
 
@@ -97,6 +97,12 @@ def test_summary_reports_exactly_these_latencies(run: Any) -> None:
         assert percentiles(s["TPOT"]) == d.tpot_s
         assert censored_percentiles(s["E2E"], lat.e2e_censored()) == d.e2e_s
         assert int(lat.measured.sum()) == d.requests.completed
+        # throughput's interval: batch means of the steps' output tokens over the window
+        logs = [pool.log for pool in out.cluster.pools]
+        ends = np.concatenate([g.column("start_s") + g.column("duration_s") for g in logs])
+        tokens = np.concatenate([g.column("output_tokens") for g in logs]).astype(float)
+        ci = batch_means_ci95(ends, tokens, out.warmup_s, out.end_s)
+        assert ci is not None and d.output_tok_s_per_gpu_ci95 == pytest.approx(ci / d.gpus)
         # goodput: requests finished in the window within both targets (the population of the
         # request throughput, so the two agree when every request meets the SLO)
         t, n = out.table, out.table.size
