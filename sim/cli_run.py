@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,12 +15,12 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
+from sim.cli_notes import EXTRAPOLATED_MARK, run_notes
 from sim.cli_physics import check_output_paths, output_console
 from sim.metrics.results import DeploymentResults, Results
 from sim.metrics.stats import Percentiles
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import Scenario
-from sim.specs.workload import ClosedWorkload, FixedLength
 
 
 def _f(x: float | None, digits: int = 3, scale: float = 1.0) -> str:
@@ -93,15 +94,6 @@ def results_table(scenario: Scenario, results: Results) -> Table:
     return t
 
 
-# A mark, not the word, in each cell: most ops of a cross-GPU profile are extrapolated and the
-# full word would wrap every cell of an 80-column terminal.
-EXTRAPOLATED_MARK = "*"
-EXTRAPOLATED_NOTE = (
-    f"{EXTRAPOLATED_MARK} extrapolated: outside a measured grid, or from a table measured on "
-    "another GPU; the time is that table's efficiency scaled by this GPU's roofline."
-)
-
-
 def breakdown_table(results: Results) -> Table:
     """Mean ms per step by op, with the source each time came from; an extrapolated time is
     marked (`extrapolated_note` says what the mark means)."""
@@ -124,46 +116,6 @@ def breakdown_table(results: Results) -> Table:
     for op in ops:
         t.add_row(op, *(cell(d, op) for d in results.deployments))
     return t
-
-
-LOCKSTEP_NOTE = (
-    "users start together and their lengths are fixed, so they move in step (all prefilling, "
-    "then all decoding): set workload.ramp_s or vary the lengths for a steady mix"
-)
-
-
-def lockstep_note(sc: Scenario) -> str | None:
-    """A warning when a closed loop's users will move in step, None otherwise."""
-    w = sc.workload
-    if not isinstance(w, ClosedWorkload) or w.ramp_s > 0:
-        return None
-    fixed = isinstance(w.input, FixedLength) and isinstance(w.output, FixedLength)
-    return LOCKSTEP_NOTE if fixed else None
-
-
-NOISY_SHARE = 0.1  # a 95% interval wider than this share of the throughput gets a warning
-
-
-def noisy_note(results: Results) -> str | None:
-    """A warning naming the deployments whose throughput moves much across the window."""
-    noisy = [
-        f"{d.name} ±{100 * d.output_tok_s_per_gpu_ci95 / d.output_tok_s_per_gpu:.0f}%"
-        for d in results.deployments
-        if d.output_tok_s_per_gpu_ci95 is not None
-        and d.output_tok_s_per_gpu > 0
-        and d.output_tok_s_per_gpu_ci95 > NOISY_SHARE * d.output_tok_s_per_gpu
-    ]
-    if not noisy:
-        return None
-    return (
-        f"throughput moves across the window ({', '.join(noisy)}: 95% interval from ten batch "
-        "means): lengthen run.duration_s, or check whether the load moves in waves"
-    )
-
-
-def extrapolated_note(results: Results) -> str | None:
-    """The footnote for `breakdown_table`'s mark, or None when no op was extrapolated."""
-    return EXTRAPOLATED_NOTE if any(d.extrapolated_ops for d in results.deployments) else None
 
 
 def run(
@@ -192,19 +144,16 @@ def run(
 ) -> None:
     """Simulate every deployment of a scenario and print them side by side."""
     console = output_console()
-    from sim.io.requests_io import FORMATS as REQUEST_FORMATS
     from sim.io.requests_io import write_requests
     from sim.io.results_io import write_csv, write_json
     from sim.io.scenario_io import ScenarioError, load_scenario
-    from sim.run import simulate_scenario, summarize_scenario
+    from sim.run import load_profile_for, simulate_scenario, summarize_scenario
     from sim.search.overrides import OverrideError, apply_overrides, parse_assignment
 
     check_output_paths(json_out, csv_out, trace_out, requests_out)
-    if requests_out is not None and requests_out.suffix not in REQUEST_FORMATS:
+    if requests_out is not None and (problem := requests_problem(requests_out)):
         console.print(
-            f"[red]--requests {escape(str(requests_out))}: the file must end in "
-            f"{' or '.join(REQUEST_FORMATS)}[/red]",
-            highlight=False,
+            f"[red]--requests {escape(str(requests_out))}: {problem}[/red]", highlight=False
         )
         raise typer.Exit(2)
     try:
@@ -215,7 +164,10 @@ def run(
     try:
         sc = apply_overrides(sc, [parse_assignment(a) for a in set_ or []])
     except OverrideError as exc:
-        console.print(f"[red]{escape(f'{scenario}: --set: {exc}')}[/red]", highlight=False)
+        hint = ""
+        if any("," in a.partition("=")[2] for a in set_ or []):
+            hint = " (to run several values, use `mlasim sweep` with the same --set)"
+        console.print(f"[red]{escape(f'{scenario}: --set: {exc}{hint}')}[/red]", highlight=False)
         raise typer.Exit(2) from None
     try:
         with Progress(console=console, transient=True) as bar:
@@ -227,27 +179,37 @@ def run(
         console.print(f"[red]{escape(f'{scenario}: {exc}')}[/red]", highlight=False)
         raise typer.Exit(2) from None
     results = summarize_scenario(sc, outputs)
-    console.print(results_table(sc, results))
-    console.print(breakdown_table(results))
-    for note in (extrapolated_note(results), lockstep_note(sc), noisy_note(results)):
-        if note is not None:  # the console's width, not the table's: one line on a wide terminal
-            console.print(note, highlight=False)
+    # files first: a reader that stops early (`| head`) must not cost them
+    written = []
     for path, writer in ((json_out, write_json), (csv_out, write_csv)):
         if path is not None:
             writer(results, path)
-            console.print(f"wrote {path}")
+            written.append(path)
     if trace_out is not None:
         from sim.io.trace import write_trace
 
         write_trace(outputs, trace_out)
-        console.print(f"wrote {trace_out}")
+        written.append(trace_out)
     if requests_out is not None:
-        try:
-            write_requests(outputs, requests_out)
-        except ValueError as exc:  # Parquet without pyarrow
-            console.print(f"[red]{escape(str(exc))}[/red]", highlight=False)
-            raise typer.Exit(2) from None
-        console.print(f"wrote {requests_out}")
+        write_requests(outputs, requests_out)
+        written.append(requests_out)
+    console.print(results_table(sc, results))
+    console.print(breakdown_table(results))
+    for note in run_notes(sc, results, load_profile_for(sc)):
+        console.print(note, highlight=False)  # the console's width: one line on a wide terminal
+    for path in written:
+        console.print(f"wrote {path}")
+
+
+def requests_problem(path: Path) -> str | None:
+    """What stops `--requests` writing `path`, found before the simulation runs."""
+    from sim.io.requests_io import FORMATS
+
+    if path.suffix not in FORMATS:
+        return f"the file must end in {' or '.join(FORMATS)}"
+    if path.suffix == ".parquet" and importlib.util.find_spec("pyarrow") is None:
+        return "writing Parquet needs pyarrow (pip install pyarrow); or write a .csv"
+    return None
 
 
 def schema() -> None:

@@ -19,7 +19,7 @@ from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
 from sim.specs.profile import Profile
 from sim.specs.scenario import Scenario
-from sim.specs.workload import TraceWorkload
+from sim.specs.workload import TraceWorkload, longest_length
 
 CostFactory = Callable[[ModelSpec, GpuSpec, Deployment, Profile | None], ServingCost]
 ProgressFn = Callable[[str, float], None]  # (deployment name, fraction of the run done)
@@ -46,6 +46,26 @@ def load_profile_for(scenario: Scenario) -> Profile | None:
 
     name = scenario_profile_name(scenario.profile, load_gpu(scenario.gpu).name)
     return None if name is None else load_profile(name)
+
+
+def check_context(scenario: Scenario, trace: Batch | None) -> None:
+    """ValueError when the workload's longest request (prompt + answer, where the lengths are
+    bounded) exceeds the model's context, which a serving engine would refuse."""
+    w, limit = scenario.workload, load_model(scenario.model).max_position_tokens
+    if trace is not None:
+        longest, where = int((trace.input_tokens + trace.output_tokens).max()), "the trace"
+    elif isinstance(w, TraceWorkload):
+        return
+    else:
+        ends = longest_length(w.input), longest_length(w.output)
+        if ends[0] is None or ends[1] is None:
+            return
+        longest, where = ends[0] + ends[1], "workload.input + workload.output"
+    if longest > limit:
+        raise ValueError(
+            f"{where}: requests up to {longest:,} tokens (prompt + answer) exceed "
+            f"{scenario.model}'s {limit:,}-token context; shorten them"
+        )
 
 
 def load_trace(scenario: Scenario) -> Batch | None:
@@ -132,6 +152,7 @@ def simulate_scenario(
     """
     profile = load_profile_for(scenario)
     trace = load_trace(scenario)
+    check_context(scenario, trace)
     factory = cost_factory or default_cost_factory
     costs = [
         build_costs(scenario, dep, cost_factory=factory, profile=profile)

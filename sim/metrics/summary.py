@@ -31,6 +31,12 @@ from sim.specs.deployment import PdDeployment
 from sim.specs.scenario import Slo
 
 
+def _busy(start: np.ndarray, dur: np.ndarray, lo: float, hi: float) -> float:
+    """Step time inside [lo, hi]: a step that straddles an edge counts its part inside."""
+    inside = np.minimum(start + dur, hi) - np.maximum(start, lo)
+    return float(np.clip(inside, 0.0, None).sum())
+
+
 def _per(x: float | None, n: float) -> float | None:
     return None if x is None else x / n
 
@@ -76,7 +82,7 @@ def summarize_pool(out: SimOutput, pool: Pool) -> PoolResults:
         ranks_per_unit=R,
         steps=steps,
         step_time_s=_mean(dur[w]),
-        busy_fraction=float(dur[w].sum() / (window * pool.num_units)),
+        busy_fraction=_busy(start, dur, out.warmup_s, out.end_s) / (window * pool.num_units),
         batch_per_rank=_mean(log.column("segments")[w] / R),
         decode_batch_per_rank=_mean(dec / R),
         prefill_tokens_per_step=_mean(log.column("prefill_tokens")[w].astype(np.float64)),

@@ -133,6 +133,17 @@ def length_bounds(dist: FixedLength | UniformLength | LognormalLength | Empirica
     return dist.min_tokens
 
 
+def longest_length(
+    dist: FixedLength | UniformLength | LognormalLength | EmpiricalLength,
+) -> int | None:
+    """Longest length the distribution can produce (None: unbounded)."""
+    if isinstance(dist, FixedLength):
+        return dist.tokens
+    if isinstance(dist, EmpiricalLength):
+        return max(dist.values)
+    return dist.max_tokens
+
+
 class _Synthetic(Spec):
     """Fields shared by generated workloads: request lengths and prefix-cache hits."""
 

@@ -1,0 +1,115 @@
+"""The notes `mlasim run` prints under its tables: what a reader of the figures should know.
+
+Each note is None when it does not apply. They say when a figure rests on little (most requests
+unfinished, a noisy window, users moving in step), when a time was extrapolated or measured on
+a CPU, and why requests were rejected.
+"""
+
+from __future__ import annotations
+
+from sim.metrics.results import Results
+from sim.specs.profile import Profile
+from sim.specs.scenario import Scenario
+from sim.specs.workload import ClosedWorkload, FixedLength
+
+# A mark, not the word, in each cell: most ops of a cross-GPU profile are extrapolated and the
+# full word would wrap every cell of an 80-column terminal.
+EXTRAPOLATED_MARK = "*"
+EXTRAPOLATED_NOTE = (
+    f"{EXTRAPOLATED_MARK} extrapolated: outside a measured grid, or from a table measured on "
+    "another GPU; the time is that table's efficiency scaled by this GPU's roofline."
+)
+LOCKSTEP_NOTE = (
+    "users start together and their lengths are fixed, so they move in step (all prefilling, "
+    "then all decoding): set workload.ramp_s or vary the lengths for a steady mix"
+)
+NOISY_SHARE = 0.1  # a 95% interval wider than this share of the throughput gets a warning
+FEW_FINISHED = 0.5  # below this share of the window's requests finished, TPOT rests on few
+
+
+def extrapolated_note(results: Results) -> str | None:
+    """The footnote for the breakdown table's mark, or None when no op was extrapolated."""
+    return EXTRAPOLATED_NOTE if any(d.extrapolated_ops for d in results.deployments) else None
+
+
+def lockstep_note(sc: Scenario) -> str | None:
+    """A warning when a closed loop's users will move in step, None otherwise."""
+    w = sc.workload
+    if not isinstance(w, ClosedWorkload) or w.ramp_s > 0:
+        return None
+    fixed = isinstance(w.input, FixedLength) and isinstance(w.output, FixedLength)
+    return LOCKSTEP_NOTE if fixed else None
+
+
+def noisy_note(results: Results) -> str | None:
+    """A warning naming the deployments whose throughput moves much across the window."""
+    noisy = [
+        f"{d.name} ±{100 * d.output_tok_s_per_gpu_ci95 / d.output_tok_s_per_gpu:.0f}%"
+        for d in results.deployments
+        if d.output_tok_s_per_gpu_ci95 is not None
+        and d.output_tok_s_per_gpu > 0
+        and d.output_tok_s_per_gpu_ci95 > NOISY_SHARE * d.output_tok_s_per_gpu
+    ]
+    if not noisy:
+        return None
+    return (
+        f"throughput moves across the window ({', '.join(noisy)}: 95% interval from ten batch "
+        "means): lengthen run.duration_s, or check whether the load moves in waves"
+    )
+
+
+def unfinished_note(results: Results) -> str | None:
+    """A warning when most requests that arrived in the window did not finish: TPOT (and the
+    SLO verdict) then rest on the ones that did, the earliest or shortest."""
+    few = [
+        f"{d.name} {d.requests.completed:,} of {d.requests.arrived:,}"
+        for d in results.deployments
+        if d.requests.arrived and d.requests.completed < FEW_FINISHED * d.requests.arrived
+    ]
+    if not few:
+        return None
+    return (
+        f"most requests that arrived in the window did not finish ({', '.join(few)} finished): "
+        "TPOT and the SLO verdict rest on those that did (the earliest or shortest); TTFT and E2E "
+        "count the rest as lower bounds. Lengthen run.duration_s"
+    )
+
+
+def rejected_note(results: Results) -> str | None:
+    """Why requests were rejected, where some were."""
+    rejected = [
+        f"{d.name} {d.requests.rejected:,} (KV per rank: {d.kv_capacity_tokens_per_rank:,} tokens)"
+        for d in results.deployments
+        if d.requests.rejected
+    ]
+    if not rejected:
+        return None
+    return (
+        f"requests rejected on arrival ({', '.join(rejected)}): a prompt and its answer could "
+        "never fit one attention rank's KV cache. Shorten the requests, or use fewer GPUs per "
+        "attention rank (attn_tp), FP8 KV (kv_dtype: fp8) or more memory per GPU"
+    )
+
+
+def cpu_profile_note(profile: Profile | None) -> str | None:
+    """A warning when the times come from a profile measured on a CPU."""
+    if profile is None or not profile.device.name.lower().startswith("cpu"):
+        return None
+    return (
+        f"profile {profile.name!r} was measured on a CPU ({profile.device.name}): its times and "
+        "efficiencies say nothing about a GPU. Use it to try the harness; calibrate on the GPU "
+        "to plan with it"
+    )
+
+
+def run_notes(sc: Scenario, results: Results, profile: Profile | None) -> list[str]:
+    """Every note that applies to a run, most important first."""
+    notes = (
+        cpu_profile_note(profile),
+        rejected_note(results),
+        unfinished_note(results),
+        noisy_note(results),
+        lockstep_note(sc),
+        extrapolated_note(results),
+    )
+    return [n for n in notes if n is not None]

@@ -1,0 +1,119 @@
+"""What `mlasim run` says beyond its tables: notes on thin or doubtful figures, errors found
+before the simulation runs, and output files written even when the reader stops early."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from sim import cli_run
+from sim.cli_notes import cpu_profile_note, rejected_note, run_notes, unfinished_note
+from sim.io.scenario_io import parse_scenario
+from sim.metrics import Results
+from sim.run import run_scenario, simulate_scenario
+
+SHORT = """\
+name: short
+model: deepseek-v3
+gpu: h200
+deployments:
+  - {name: dp8, attn_tp: 1}
+workload:
+  kind: poisson
+  rate_req_s: 4
+  input: {kind: fixed, tokens: 1000}
+  output: {kind: fixed, tokens: 50}
+slo: {ttft_s: 2, tpot_s: 0.1}
+run: {duration_s: 6, warmup_s: 1, seed: 1}
+"""
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    cli_run.register(app)
+    return app
+
+
+def _results(**requests: int) -> Results:
+    counts = SimpleNamespace(**{"arrived": 100, "completed": 100, "rejected": 0, **requests})
+    dep = SimpleNamespace(
+        name="dp8",
+        requests=counts,
+        kv_capacity_tokens_per_rank=440_384,
+        output_tok_s_per_gpu=400.0,
+        output_tok_s_per_gpu_ci95=4.0,
+        extrapolated_ops=[],
+    )
+    return cast(Results, SimpleNamespace(deployments=[dep]))
+
+
+def test_notes_on_unfinished_and_rejected_requests() -> None:
+    assert unfinished_note(_results()) is None and rejected_note(_results()) is None
+    few = unfinished_note(_results(arrived=190, completed=41))
+    assert few is not None and "dp8 41 of 190 finished" in few and "run.duration_s" in few
+    assert unfinished_note(_results(arrived=190, completed=95)) is None  # half is enough
+    rej = rejected_note(_results(rejected=44))
+    assert rej is not None and "dp8 44 (KV per rank: 440,384 tokens)" in rej
+
+
+def test_a_cpu_profile_is_named_as_such() -> None:
+    cpu = cast(Any, SimpleNamespace(name="mine", device=SimpleNamespace(name="cpu (Xeon)")))
+    gpu = cast(Any, SimpleNamespace(name="h200", device=SimpleNamespace(name="NVIDIA H200")))
+    note = cpu_profile_note(cpu)
+    assert note is not None and "'mine' was measured on a CPU (cpu (Xeon))" in note
+    assert cpu_profile_note(gpu) is None and cpu_profile_note(None) is None
+    sc = parse_scenario(SHORT)
+    assert run_notes(sc, _results(rejected=1), cpu)[0] == note  # most important first
+
+
+def test_requests_longer_than_the_context_are_refused() -> None:
+    long = SHORT.replace("tokens: 1000}", "tokens: 2000000}")
+    with pytest.raises(ValueError, match="up to 2,000,050 tokens .* 163,840-token context"):
+        simulate_scenario(parse_scenario(long))
+
+
+def test_busy_fraction_counts_only_the_window() -> None:
+    """A step that straddles the warm-up's end counts only its part inside the window."""
+    results = run_scenario(parse_scenario(SHORT))
+    for d in results.deployments:
+        for pool in d.pools:
+            assert 0 < pool.busy_fraction <= 1.0
+
+
+def test_files_are_written_before_the_tables(tmp_path: Path, monkeypatch: Any) -> None:
+    """A reader that closes the pipe early (`| head`) stops the printing, not the files."""
+    sc = tmp_path / "short.yaml"
+    sc.write_text(SHORT)
+
+    def closed(*_: object) -> None:
+        raise BrokenPipeError
+
+    monkeypatch.setattr(cli_run, "results_table", closed)
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(_app(), ["run", str(sc), "--json", str(out)])
+    assert isinstance(res.exception, BrokenPipeError)
+    assert json.loads(out.read_text())["deployments"][0]["name"] == "dp8"
+
+
+def test_problems_found_before_the_run(tmp_path: Path, monkeypatch: Any) -> None:
+    sc = tmp_path / "short.yaml"
+    sc.write_text(SHORT)
+    res = CliRunner(env={"COLUMNS": "300"}).invoke(
+        _app(), ["run", str(sc), "--set", "workload.rate_req_s=2,4"]
+    )
+    assert res.exit_code == 2 and "use `mlasim sweep`" in res.output
+    real = cli_run.importlib.util.find_spec
+    monkeypatch.setattr(
+        cli_run.importlib.util, "find_spec", lambda n: None if n == "pyarrow" else real(n)
+    )
+    res = CliRunner(env={"COLUMNS": "300"}).invoke(
+        _app(), ["run", str(sc), "--requests", str(tmp_path / "r.parquet")]
+    )
+    assert res.exit_code == 2 and "needs pyarrow" in res.output
+    assert "step time" not in res.output  # refused before simulating
