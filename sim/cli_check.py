@@ -28,6 +28,29 @@ def default_runner(path: Path, text: str) -> Mapping[str, Any]:
     return results_dict(run_scenario(parse_scenario(text, path)))
 
 
+# Errors whose message is written for the reader (file:line: field: what is wrong, the fix);
+# any other exception is a surprise, and its class is part of what went wrong (KeyError: 'x').
+_MESSAGE_ERRORS = frozenset(
+    {
+        "CatalogError",
+        "ClaimError",
+        "ExpectError",
+        "ProbeError",
+        "ScenarioError",
+        "TraceError",
+        "ValidationError",
+        "ValueError",
+    }
+)
+
+
+def _error_message(row: CheckRow) -> str:
+    """What an error row says: its message, after its class unless the message stands alone."""
+    if not row.detail:
+        return row.label
+    return row.detail if row.label in _MESSAGE_ERRORS else f"{row.label}: {row.detail}"
+
+
 def _counts(rep: ScenarioReport, kind: str) -> str:
     ok, total = rep.count(kind)
     return f"{ok}/{total}" if total else "-"
@@ -72,8 +95,12 @@ def render(report: CheckReport, console: Console, *, verbose: bool = False) -> N
             console.print(_checks_table(rep, rows))
         for row in rep.rows:
             if row.kind == "error":  # multi-line messages (file:line: field: why) read best as text
-                console.print(Text.assemble(("ERROR ", "bold red"), f"{rep.name}: {row.label}"))
-                console.print(Text(row.detail), soft_wrap=True)
+                head, _, rest = _error_message(row).partition("\n")
+                console.print(
+                    Text.assemble(("ERROR ", "bold red"), f"{rep.name}: {head}"), soft_wrap=True
+                )
+                if rest:
+                    console.print(Text(rest), soft_wrap=True)
 
     for path in report.skipped:
         console.print(f"skipped {path}: not a scenario (no deployments/model/workload key)")

@@ -9,18 +9,32 @@ the results are reported, never operated on.
 
 Functions: abs(x), min(a, b, ...), max(a, b, ...), rel_err(a, b) = |a - b| / |b|,
 round(x[, ndigits]), log(x) (natural), sqrt(x).
+
+`validate_claims` vets a scenario's whole `expect:` list when the file loads (syntax, whitelist,
+function names and argument counts); names are resolved later, against the results.
 """
 
 from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sim.io.namespace import FUNCTIONS, ExpectError, Namespace, format_value, resolve
 
-__all__ = ["FUNCTIONS", "ExpectError", "check", "evaluate", "explain", "parse", "sides"]
+__all__ = [
+    "FUNCTIONS",
+    "ClaimError",
+    "ExpectError",
+    "check",
+    "evaluate",
+    "explain",
+    "parse",
+    "sides",
+    "validate_claims",
+]
 
 MAX_EXPR_CHARS = 1000  # long enough for any readable claim, short enough to bound the work
 MAX_NODES = 300
@@ -87,8 +101,37 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
+# '=' outside ==, <=, >=, != (and :=), with a '<' or '>' right after it ('=<' for '<=')
+_BAD_EQUALS = re.compile(r"(?<![=<>!:])=([<>]?)(?!=)")
+
+
+def _syntax_message(text: str, exc: SyntaxError) -> str:
+    """`syntax error at column N: why: 'text'`, plus the fix when '=' was meant as '=='."""
+    col = exc.offset if exc.offset and 0 < exc.offset <= len(text) else None
+    msg = exc.msg
+    bad = _BAD_EQUALS.search(text)
+    if bad is not None:  # Python's own hints offer ':=' (not allowed here) or repeat ours
+        msg = re.split(r"[.,] (?:Maybe|perhaps) you meant", msg)[0]
+    out = f"syntax error {f'at column {col}' if col else 'at the end'}: {msg}: {text!r}"
+    if bad is None:
+        return out
+    fix = bad.group(1) + "=" if bad.group(1) else "=="
+    out += f"; {bad.group(0)!r} at column {bad.start() + 1} is not a comparison, write {fix!r}"
+    fixed = _BAD_EQUALS.sub(lambda m: m.group(1) + "=" if m.group(1) else "==", text)
+    try:
+        ast.parse(fixed, mode="eval")
+    except SyntaxError:
+        return out  # more is wrong than the '=': no example that would not parse either
+    return f"{out}: {fixed!r}"
+
+
 def parse(expr: str) -> ast.Expression:
     """Parse and vet `expr` without evaluating it. Raises ExpectError naming what is not allowed."""
+    if isinstance(expr, dict):  # `- a.b: 8` is a YAML mapping, not a claim
+        raise ExpectError(
+            f"an expectation must be a string, got the mapping {expr!r}: YAML reads 'key: value' "
+            "as a mapping; write a comparison such as `tp.gpus == 8`, quoted if it holds ': '"
+        )
     if not isinstance(expr, str):
         raise ExpectError(f"an expectation must be a string, got {type(expr).__name__}")
     text = " ".join(expr.split("\n")).strip()
@@ -99,7 +142,7 @@ def parse(expr: str) -> ast.Expression:
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
-        raise ExpectError(f"syntax error at column {exc.offset}: {exc.msg}: {text!r}") from None
+        raise ExpectError(_syntax_message(text, exc)) from None
     nodes = list(ast.walk(tree))
     if len(nodes) > MAX_NODES:
         raise ExpectError(f"expectation has {len(nodes)} syntax nodes; at most {MAX_NODES}")
@@ -137,9 +180,18 @@ def _vet(node: ast.AST) -> None:
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
             what = _dotted(node.func) or type(node.func).__name__
-            raise _reject(node, f"calling {what!r} (only {', '.join(FUNCTIONS)})")
-        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-            raise _reject(node, "keyword or starred arguments")
+            raise ExpectError(
+                f"calling {what!r} is not allowed in an expectation (column {_col(node)}); "
+                f"the functions are {', '.join(FUNCTIONS)}"
+            )
+        kw = node.keywords[0] if node.keywords else None
+        if kw is not None and kw.arg is not None:  # `abs(x = 8)` parses as a keyword argument
+            raise ExpectError(
+                f"{node.func.id}() takes no keyword arguments ('{kw.arg}=' at column "
+                f"{_col(kw)}); to compare, write '=='"
+            )
+        if kw is not None or any(isinstance(a, ast.Starred) for a in node.args):
+            raise _reject(node, "unpacking (*x, **x)")
         _, lo, hi = FUNCTIONS[node.func.id]
         if not lo <= len(node.args) <= hi:
             raise ExpectError(f"{node.func.id}() takes {lo}..{hi} arguments, got {len(node.args)}")
@@ -251,3 +303,27 @@ def sides(expr: str, namespace: Namespace) -> list[Any] | None:
     if not isinstance(body, ast.Compare):
         return None
     return [_value(n, namespace) for n in [body.left, *body.comparators]]
+
+
+class ClaimError(ExpectError):
+    """`expect:` lines that fail `parse`; `problems` holds (index in the list, message) pairs."""
+
+    def __init__(self, problems: Sequence[tuple[int, str]]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(f"expect[{i}]: {msg}" for i, msg in self.problems))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keeps `problems` across process pools
+        return (type(self), (self.problems,))
+
+
+def validate_claims(claims: Iterable[object]) -> None:
+    """Vet every claim of an `expect:` list without results: syntax, whitelist, function names
+    and argument counts. Raises ClaimError listing each bad line; returns None when all parse."""
+    problems = []
+    for i, claim in enumerate(claims):
+        try:
+            parse(claim)  # type: ignore[arg-type]  # parse reports a non-string itself
+        except ExpectError as exc:
+            problems.append((i, str(exc)))
+    if problems:
+        raise ClaimError(problems)

@@ -172,6 +172,14 @@ def _gpu(p: GpuProbe) -> ProbeValue:
     }
 
 
+def _field_errors(exc: ValidationError, field: str) -> str:
+    """`field.sub: why; ...` for every error of a spec built from the probe's `field`."""
+    return "; ".join(
+        ".".join([field, *map(str, e["loc"])]) + ": " + e["msg"].removeprefix("Value error, ")
+        for e in exc.errors()
+    )
+
+
 def _per_rank(values: tuple[int, ...], ranks: int, what: str) -> list[int]:
     if len(values) == 1:
         return list(values) * ranks
@@ -185,7 +193,10 @@ def _step_cost(p: StepCostProbe) -> ProbeValue:
     from sim.cost.serving import ServingCostModel
     from sim.specs.deployment import Deployment
 
-    dep = Deployment.model_validate({"name": "probe", **p.deployment})
+    try:
+        dep = Deployment.model_validate({"name": "probe", **p.deployment})
+    except ValidationError as exc:  # pydantic's own text is a dump with a URL: say field and why
+        raise ValueError(_field_errors(exc, "deployment")) from None
     ranks = dep.attn_dp
     counts = _per_rank(p.requests_per_rank, ranks, "requests_per_rank")
     kv = _per_rank(p.kv_tokens, ranks, "kv_tokens")

@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from sim.io.expect import ClaimError, validate_claims
+from sim.io.yaml_where import yaml_line
 from sim.specs.scenario import Scenario
 
 
@@ -146,10 +148,19 @@ def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
         raise ScenarioError(p, [FieldProblem(1, "(scenario)", "a scenario is a YAML mapping")])
     data = resolve_paths(data, p.parent)
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         raise ScenarioError(p, _problems(exc, root)) from None
+    try:  # claims are vetted when the file loads, so `mlasim run` rejects a malformed one too
+        validate_claims(scenario.expect)
+    except ClaimError as exc:
+        problems = [
+            FieldProblem(yaml_line(text, ["expect", i]), f"expect[{i}]", msg)
+            for i, msg in exc.problems
+        ]
+        raise ScenarioError(p, problems) from None
+    return scenario
 
 
 def load_scenario(path: str | Path) -> Scenario:

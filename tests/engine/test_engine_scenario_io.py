@@ -179,3 +179,15 @@ def test_pd_pools_take_their_role_from_the_pair(tmp_path: Path) -> None:
     assert (pd.prefill.role, pd.decode.role) == ("prefill", "decode")
     err = _error(tmp_path, GOOD.replace("decode: {name: d,", "decode: {name: d, role: prefill,"))
     assert ":10: deployments[1].decode: decode.role='prefill': the decode pool" in str(err)
+
+
+def test_malformed_claim_is_rejected_on_load() -> None:
+    """`mlasim run` loads through parse_scenario too, so it refuses a claim that cannot parse
+    before simulating anything."""
+    text = (Path(__file__).resolve().parents[2] / "scenarios" / "default.yaml").read_text()
+    good = "  - tp8.kv_dup_factor == 8"
+    line = text.splitlines().index(good) + 1
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(text.replace(good, "  - tp8.kv_dup_factor = 8"), "s.yaml")
+    assert f"s.yaml:{line}: expect[0]: syntax error at column 19" in str(err.value)
+    assert "write '=='" in str(err.value)
