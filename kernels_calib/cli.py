@@ -1,6 +1,8 @@
-"""Command line: `python -m kernels_calib --out FILE [...]`, `... report FILE`.
+"""Command line: `python -m kernels_calib --out FILE [...]`, `... report FILE`, `... plan`.
 
-`main(argv)` returns the exit status; `mlasim calibrate` wraps it.
+`main(argv)` returns the exit status (2: bad input, or torch missing for a command that times
+kernels); `mlasim calibrate` wraps it. torch is imported only by the commands that need it, so
+`--help` and `report` work from a core install.
 """
 
 from __future__ import annotations
@@ -13,6 +15,28 @@ from pathlib import Path
 
 from kernels_calib.plan import FAMILIES
 
+# `make calibrate` installs every extra into .venv (torch pinned), then calibrates
+INSTALL_TORCH = (
+    "pip install 'mlasim[calib]' (or make calibrate: installs all extras into .venv, then "
+    "calibrates into profiles/local.json)"
+)
+
+
+def torch_problem(what: str) -> str | None:
+    """Why `what` cannot run for want of torch (one line), or None when torch imports."""
+    try:
+        import torch  # noqa: F401
+    except (ImportError, OSError) as exc:  # OSError: installed but a shared library is missing
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "torch":
+            return f"{what} needs torch: {INSTALL_TORCH}"
+        return f"{what} needs torch, which does not import ({exc}); reinstall it: {INSTALL_TORCH}"
+    return None
+
+
+def _refuse(problem: str) -> int:
+    print(f"error: {problem}", file=sys.stderr)
+    return 2
+
 
 def _calibrate_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -20,7 +44,8 @@ def _calibrate_parser() -> argparse.ArgumentParser:
         description="Time MLA absorb/expand, GEMM, MoE, DSA, elementwise and collective kernels "
         "on this device and write a calibration profile. `python -m kernels_calib report PROFILE` "
         "summarises one; `python -m kernels_calib plan [--device cuda] [--quick]` lists what a "
-        "run would time.",
+        "run would time. Timing kernels (and plan) needs torch: pip install 'mlasim[calib]'; "
+        "report does not.",
     )
     p.add_argument("--out", type=Path, required=True, help="profile JSON to write")
     p.add_argument(
@@ -61,6 +86,9 @@ def _plan(argv: Sequence[str]) -> int:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--quick", action="store_true")
     opts = p.parse_args(list(argv))
+    problem = torch_problem("plan")  # the kernel modules count the points
+    if problem:
+        return _refuse(problem)
     from kernels_calib.plan import make_plan
     from kernels_calib.runner import planned_points
     from sim.catalog import load_model
@@ -89,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _plan(args[1:])
     parser = _calibrate_parser()
     opts = parser.parse_args(args)
+    problem = torch_problem("calibration")
+    if problem:
+        return _refuse(problem)
     import torch
 
     from kernels_calib.runner import calibrate
@@ -121,12 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"wrote {path}: {len(profile.tables)} tables, {points} points on {profile.device.name} "
         f"in {time.perf_counter() - started:.1f} s"
     )
+    from kernels_calib.report import describe_crossover, flagged_notes
+
     for c in profile.crossover:
-        where = f"{c.crossover_new_tokens:.0f} new tokens" if c.crossover_new_tokens else c.status
-        print(f"absorb/expand crossover after a {c.prefix_len_tokens}-token prefix: {where}")
-    flags = ("FAILED", "not timed", "raised", "stopped", "not run")
-    failed = [n for n in profile.notes if any(f in n for f in flags)]
-    for note in failed:
+        print(f"absorb/expand crossover (new tokens) {describe_crossover(c)}")
+    for note in flagged_notes(profile):
         print(f"note: {note}")
     print(f"summary: python -m kernels_calib report {path}")
     return 0

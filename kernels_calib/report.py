@@ -3,6 +3,8 @@
 Claims checked (seed articles): absorb/expand crossover ~171 new tokens for long prefixes; an
 absorbed pair costs ~3.4x an expanded one; MLA decode sits near the roofline ridge (~242 FLOP/B
 for DeepSeek-V3). Each is shown from the formula and, where the profile has the tables, measured.
+A profile measured on a CPU says so first. Exit status 2 for a profile or GPU that cannot be
+loaded, with one line naming it and what is known.
 """
 
 from __future__ import annotations
@@ -12,20 +14,50 @@ import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from sim.catalog import load_gpu
+from sim.catalog import CatalogError, load_gpu
 from sim.catalog.profiles import load_profile
 from sim.cost import mla
 from sim.cost.intensity import mla_decode_intensity
 from sim.specs.gpu import GpuSpec
-from sim.specs.profile import OpTable, Profile
+from sim.specs.profile import CrossoverPoint, OpTable, Profile
 
 SEED_CROSSOVER = 171
 SEED_PAIR_RATIO = 3.4
 SEED_DECODE_AI = 242
+PROFILE_FILES = (
+    "report reads profile JSON as `python -m kernels_calib --out FILE` writes it, or a bundled "
+    "profile by name (mlasim profiles lists them)"
+)
+LONG_PREFIX_TOKENS = 1 << 20  # where the formula's crossover has reached its limit
+# notes that mean something was not measured (the rest record checks passed and choices made)
+FLAGS = ("FAILED", "not timed", "raised", "stopped", "not run", "aborted")
+
+
+def flagged_notes(profile: Profile) -> list[str]:
+    """Notes that say a kernel failed, a point or family was not timed, or the run stopped."""
+    return [n for n in profile.notes if any(f in n for f in FLAGS)]
+
+
+def measured_on_cpu(profile: Profile) -> bool:
+    """kernels_calib names a CPU device 'cpu (<model>)'; a GPU keeps its driver's name."""
+    return profile.device.name.lower().startswith("cpu")
+
+
+def describe_crossover(c: CrossoverPoint) -> str:
+    """'at prefix P: Q' where absorb and expand cross, else which was faster over the range."""
+    where = f"at prefix {c.prefix_len_tokens}"
+    if c.crossover_new_tokens is not None:
+        return f"{where}: {c.crossover_new_tokens:.0f}"
+    if not c.new_tokens:
+        return f"{where}: no new-token counts timed"
+    faster = "absorb" if c.status == "absorb_faster" else "expand"
+    return f"{where}: {faster} faster at all {c.new_tokens[0]}-{c.new_tokens[-1]} new tokens timed"
 
 
 def efficiency(table: OpTable, gpu: GpuSpec) -> list[float]:
@@ -59,20 +91,17 @@ def claims(profile: Profile, gpu: GpuSpec | None) -> Table:
         t.add_row("(no model shape: roofline profile)", "", "", "")
         return t
     m = shape.mla_spec()
-    formula = ", ".join(
-        f"{float(mla.crossover_q(m, c.prefix_len_tokens)):.0f}" for c in profile.crossover
-    )
-    measured = ", ".join(
-        f"{c.prefix_len_tokens}: {c.crossover_new_tokens:.0f}"
-        if c.crossover_new_tokens
-        else f"{c.prefix_len_tokens}: {c.status}"
+    # the formula's crossover grows with the prefix toward the seed's long-prefix figure
+    at_prefix = [
+        f"at prefix {c.prefix_len_tokens}: {float(mla.crossover_q(m, c.prefix_len_tokens)):.0f}"
         for c in profile.crossover
-    )
-    long_prefix = float(mla.crossover_q(m, 1 << 20))
+    ]
+    long_prefix = f"long-prefix limit {float(mla.crossover_q(m, LONG_PREFIX_TOKENS)):.0f}"
+    measured = "; ".join(describe_crossover(c) for c in profile.crossover)
     t.add_row(
         "absorb/expand crossover, new tokens (per prefix)",
-        f"~{SEED_CROSSOVER}",
-        formula or f"{long_prefix:.0f} (long prefix)",
+        f"~{SEED_CROSSOVER} (long prefix)",
+        "; ".join([*at_prefix, long_prefix]),
         measured or "no crossover timed",
     )
     ratio = mla.absorb_pair_flops(m, 1) / mla.expand_pair_flops(m, 1)
@@ -130,11 +159,22 @@ def by_op(profile: Profile, gpu: GpuSpec, every_table: bool) -> Table:
     return t
 
 
-def render(profile: Profile, console: Console, gpu_name: str | None, every_table: bool) -> None:
-    name = gpu_name or profile.device.gpu
-    gpu = load_gpu(name) if name else None
-    head = Table(title=f"Profile {profile.name} ({profile.kind})", show_header=False)
+def render(
+    profile: Profile,
+    console: Console,
+    gpu: GpuSpec | None,
+    every_table: bool,
+    all_notes: bool = False,
+) -> None:
+    """Print the profile; `gpu` is the catalog GPU efficiencies are set against (None: none)."""
+    name = gpu.name if gpu else None
     d, s = profile.device, profile.model_shape
+    if measured_on_cpu(profile):
+        console.print(
+            f"[bold yellow]measured on CPU ({escape(d.name)}): efficiencies are not a GPU's[/] "
+            f"(CPU times against {name or 'no GPU'}'s datasheet); simulate with a GPU's profile"
+        )
+    head = Table(title=f"Profile {profile.name} ({profile.kind})", show_header=False)
     rows = [
         ("device", f"{d.name} (catalog GPU: {name or 'none'})"),
         ("driver / torch", f"{d.driver or '-'} / {d.torch_version or '-'}"),
@@ -167,10 +207,20 @@ def render(profile: Profile, console: Console, gpu_name: str | None, every_table
         else:
             factors.add_row(key, f"{f.value:.3g}", f.source)
     console.print(factors)
-    flagged = [n for n in profile.notes if "FAILED" in n or "not timed" in n or "raised" in n]
-    console.print(f"{len(profile.notes)} notes" + (":" if flagged else ""))
-    for note in flagged:
-        console.print(f"  {note}")
+    shown = profile.notes if all_notes else flagged_notes(profile)
+    n = len(profile.notes)
+    if all_notes:
+        console.print(f"{n} notes:")
+    elif shown:
+        console.print(
+            f"{n} notes; {len(shown)} say something failed or was not timed (--notes: all):"
+        )
+    else:
+        console.print(
+            f"{n} notes, none says a kernel failed or was not timed (--notes prints them)"
+        )
+    for note in shown:
+        console.print(f"  {note}", markup=False)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -178,8 +228,25 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("profile", help="catalog profile name or JSON path")
     p.add_argument("--gpu", default=None, help="catalog GPU for the roofline (default: profile's)")
     p.add_argument("--all", action="store_true", help="one row per table (default up to 40)")
+    p.add_argument("--notes", action="store_true", help="print every note, not only failures")
     args = p.parse_args(list(argv))
+    try:
+        profile = load_profile(args.profile)
+    except CatalogError as exc:
+        # an unknown name lists the known ones; a file that is there but unreadable gets the fix
+        fix = "" if not Path(args.profile).is_file() else f"; {PROFILE_FILES}"
+        return _refuse(f"{exc}{fix}")
+    gpu_name = args.gpu or profile.device.gpu
+    try:
+        gpu = load_gpu(gpu_name) if gpu_name else None
+    except CatalogError as exc:
+        where = "--gpu" if args.gpu else f"the profile's device.gpu ({profile.name})"
+        return _refuse(f"{where}: {exc}")
     console = Console(width=None if sys.stdout.isatty() else 150)
-    profile = load_profile(args.profile)
-    render(profile, console, args.gpu, args.all or len(profile.tables) <= 40)
+    render(profile, console, gpu, args.all or len(profile.tables) <= 40, args.notes)
     return 0
+
+
+def _refuse(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2

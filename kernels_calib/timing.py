@@ -13,9 +13,12 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch only where kernels are timed: plan.py and --help import this without it
+    import torch
 
 L2_BYTES = 64 << 20  # at least Hopper's L2 (50-60 MB): rotated sets together exceed it
 
@@ -72,6 +75,8 @@ def time_kernel(
 
 def _capture(fn: Callable[[int], object], sets: int) -> list[torch.cuda.CUDAGraph] | None:
     """One CUDA graph per input set, or None when the kernel cannot be captured."""
+    import torch
+
     try:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -93,6 +98,8 @@ def _capture(fn: Callable[[int], object], sets: int) -> list[torch.cuda.CUDAGrap
 
 
 def _time_cuda(fn: Callable[[int], object], sets: int, config: TimingConfig) -> Timing:
+    import torch
+
     graphs = _capture(fn, sets) if config.cuda_graphs else None
 
     def run(i: int) -> None:

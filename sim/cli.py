@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sim import cli_physics
 from sim.cli_catalog import register as register_catalog
@@ -22,6 +24,11 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+APP_MODULES = ("streamlit", "plotly", "pandas")  # the `app` extra in pyproject.toml
+# `make app` installs every extra into .venv (torch's CPU build too), then runs `mlasim app`
+APP_INSTALL = (
+    "pip install 'mlasim[app]' (or make app: installs all extras into .venv, then starts it)"
+)
 
 app.command()(cli_physics.cost)
 app.command()(cli_physics.ai)
@@ -29,23 +36,32 @@ app.command()(cli_physics.memory)
 register_catalog(app)
 
 
+# help texts are rich markup: '\\[' keeps the extras' brackets from reading as a style tag
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def calibrate(ctx: typer.Context) -> None:
     """Time the real kernels on this machine's GPU (or CPU) and write a profile.
 
-    Arguments are passed to `python -m kernels_calib` (see its --help).
+    Arguments are passed to `python -m kernels_calib` (see its --help). Needs torch:
+    pip install 'mlasim\\[calib]'.
     """
-    from kernels_calib.__main__ import main as calib_main
+    from kernels_calib.cli import main as calib_main
 
     raise typer.Exit(code=calib_main(list(ctx.args)))
 
 
 @app.command(name="app")
 def run_app(port: int = typer.Option(8501, help="Local port.")) -> None:
-    """Start the Streamlit capacity-planning app on a local port."""
+    """Start the Streamlit capacity-planning app on a local port (needs 'mlasim\\[app]')."""
     script = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
     if not script.exists():
         raise cli_physics.usage_error(f"app not found at {script}")
+    # checked here: without them `python -m streamlit` fails in the child with a bare import error
+    missing = [m for m in APP_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        Console(stderr=True, soft_wrap=True).print(  # one line, however narrow the terminal
+            f"[red]error:[/red] the app needs {escape(', '.join(missing))}: {escape(APP_INSTALL)}"
+        )
+        raise typer.Exit(code=2)
     cmd = [
         sys.executable,
         "-m",

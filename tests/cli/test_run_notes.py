@@ -74,7 +74,7 @@ def test_a_cpu_profile_is_named_as_such() -> None:
 
 def test_requests_longer_than_the_context_are_refused() -> None:
     long = SHORT.replace("tokens: 1000}", "tokens: 2000000}")
-    with pytest.raises(ValueError, match="up to 2,000,050 tokens .* 163,840-token context"):
+    with pytest.raises(ValueError, match=r"up to 2,000,050 tokens .* 163,840-token context"):
         simulate_scenario(parse_scenario(long))
 
 
