@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sim import cli_physics
+from sim import cli_memory, cli_physics
 from sim.cli_catalog import register as register_catalog
 from sim.cli_check import register as register_check
 from sim.cli_run import register as register_run
@@ -32,7 +32,7 @@ APP_INSTALL = (
 
 app.command()(cli_physics.cost)
 app.command()(cli_physics.ai)
-app.command()(cli_physics.memory)
+app.command()(cli_memory.memory)
 register_catalog(app)
 
 

@@ -6,15 +6,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Any
 
 import typer
 from rich.table import Table
 
 from sim.catalog import gpu_names, load_gpu, load_model, model_names
-from sim.cli_physics import output_console
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+from sim.cli_physics import JsonFlag, output_console
+from sim.specs.gpu import GB, GIB, MIB
 
 
 def _cell(v: Any) -> str:
@@ -36,24 +36,32 @@ LABELS = {
     "dsa": "DSA",
     "bf16_tflops": "BF16 TFLOP/s",
     "fp8_tflops": "FP8 TFLOP/s",
-    "hbm_gb": "HBM GB",
-    "hbm_usable_gb": "usable GB",
+    "hbm_gb": "datasheet HBM",
+    "hbm_usable_mib": "usable MiB",
+    "hbm_usable_gib": "usable GiB",
+    "hbm_usable_gb": "usable GB (10^9 B)",
     "hbm_tb_s": "HBM TB/s",
     "ridge_flop_per_byte": "ridge FLOP/B",
     "crossover_new_tokens_by_prefix": "crossover (prefix: new tokens)",
 }
 
+# table cells of JSON values that need their unit or separators to read right
+CELLS: dict[str, Callable[[Any], str]] = {
+    "hbm_gb": lambda v: f"{v:g} GB",  # as the datasheet prints it
+    "hbm_usable_mib": lambda v: f"{v:,}",
+}
 
-def _show(title: str, rows: list[dict[str, Any]], as_json: bool) -> None:
+
+def _show(title: str, rows: list[dict[str, Any]], as_json: bool, caption: str = "") -> None:
     """Rows as a JSON array, or as a rich table with one column per key."""
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    t = Table(title=title)
+    t = Table(title=title, caption=caption or None)
     for i, col in enumerate(rows[0] if rows else ()):
         t.add_column(LABELS.get(col, col), no_wrap=i == 0)  # names stay whole
     for r in rows:
-        t.add_row(*(_cell(v) for v in r.values()))
+        t.add_row(*(CELLS.get(k, _cell)(v) for k, v in r.items()))
     output_console().print(t)
 
 
@@ -78,7 +86,7 @@ def models(as_json: JsonFlag = False) -> None:
 
 
 def gpus(as_json: JsonFlag = False) -> None:
-    """The bundled GPU catalog (datasheet figures)."""
+    """The bundled GPU catalog: datasheet peaks, and the memory each GPU exposes."""
     rows = []
     for name in gpu_names():
         g = load_gpu(name)
@@ -88,12 +96,20 @@ def gpus(as_json: JsonFlag = False) -> None:
                 "bf16_tflops": g.bf16_tflops,
                 "fp8_tflops": g.fp8_tflops,
                 "hbm_gb": g.hbm_gb,
-                "hbm_usable_gb": round(g.hbm_bytes / 1e9, 2),  # what deployments divide up
+                # what deployments divide up (`mlasim memory`), in three units
+                "hbm_usable_mib": round(g.hbm_bytes / MIB),
+                "hbm_usable_gib": round(g.hbm_bytes / GIB, 1),
+                "hbm_usable_gb": round(g.hbm_bytes / GB, 2),
                 "hbm_tb_s": g.hbm_tb_s,
                 "ridge_flop_per_byte": round(g.ridge_flop_per_byte, 1),
             }
         )
-    _show("GPUs", rows, as_json)
+    caption = (
+        "datasheet HBM: capacity as published (its 'GB' is nearer GiB); usable: memory the "
+        "device exposes (nvidia-smi memory.total, MiB), which `mlasim memory` and scenarios "
+        "divide up and count in GB = 10^9 bytes"
+    )
+    _show("GPUs", rows, as_json, caption)
 
 
 def profiles(as_json: JsonFlag = False) -> None:

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -17,11 +16,13 @@ from sim.catalog import gpu_names, load_gpu, load_model, model_names
 from sim.cost import mla
 from sim.cost.dispatch import PATH_NAMES, Segments, choose_paths, policy_names
 from sim.cost.intensity import gqa_decode_intensity, model_decode_intensity
-from sim.cost.memory import kv_bytes_per_token_layer, plan_memory
-from sim.specs.deployment import Deployment
+from sim.cost.memory import kv_bytes_per_token_layer
 
 console = Console()
 
+
+# metavar "": a flag takes no value, so help shows no `<bool>` after it
+JsonFlag = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON for machines.")]
 
 PIPE_WIDTH = 160  # columns for tables written to a pipe or a CI log (terminals use their own)
 
@@ -45,42 +46,18 @@ def check_output_paths(*paths: Path | None) -> None:
             raise usage_error(f"{path}: the folder {path.parent} does not exist; create it first")
 
 
-def _model(name: str) -> Any:
+def model_arg(name: str) -> Any:
     try:
         return load_model(name)
     except (LookupError, ValueError) as exc:
         raise usage_error(str(exc)) from exc
 
 
-def _gpu(name: str) -> Any:
+def gpu_arg(name: str) -> Any:
     try:
         return load_gpu(name)
     except (LookupError, ValueError) as exc:
         raise usage_error(str(exc)) from exc
-
-
-# Deployment fields set from `mlasim memory` options, to name the option in an error
-MEMORY_OPTIONS = {
-    "nodes": "--gpus",
-    "gpus_per_node": "--gpus-per-node",
-    "attn_tp": "--attn-tp",
-    "kv_dtype": "--kv-dtype",
-    "weight_dtype": "--weight-dtype",
-    "mtp_draft_tokens": "--mtp",
-}
-
-
-def _options_message(exc: ValidationError) -> str:
-    """`--option: message` per error (a cross-field one as its message alone), without
-    pydantic's input dump and link."""
-    lines = []
-    for err in exc.errors():
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        # a cross-field check names its field first ('attn_tp=3 must divide ...')
-        field = str(err["loc"][0]) if err["loc"] else msg.split("=", 1)[0]
-        option = MEMORY_OPTIONS.get(field, field if err["loc"] else "")
-        lines.append(f"{option}: {msg}" if option else msg)
-    return "\n".join(lines)
 
 
 def cost(
@@ -90,12 +67,12 @@ def cost(
     q: Annotated[int, typer.Option(help="New tokens computed in this forward (1 = decode).")],
     kv: Annotated[int, typer.Option(help="Cached tokens after the forward, new ones included.")],
     no_rope: Annotated[
-        bool, typer.Option("--no-rope", help="Leave out the shared RoPE dims.")
+        bool, typer.Option("--no-rope", metavar="", help="Leave out the shared RoPE dims.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Absorb vs expand FLOPs, bytes and intensity of one MLA layer; what each policy picks."""
-    spec = _model(model)
+    spec = model_arg(model)
     if spec.attention != "mla":
         raise usage_error(
             f"{spec.name} uses {spec.attention.upper()} attention; `cost` compares MLA paths"
@@ -157,10 +134,10 @@ def ai(
     gpu: Annotated[
         str, typer.Option(help=f"GPU for the ridge point ({', '.join(gpu_names())}).")
     ] = "h200",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Decode-attention arithmetic intensity of MHA/GQA/MQA/MLA at S = 1..4 beside the ridge."""
-    g = _gpu(gpu)
+    g = gpu_arg(gpu)
     ridge = g.ridge_flop_per_byte
     rows: list[dict[str, Any]] = []
     for name in model_names():
@@ -204,66 +181,3 @@ def ai(
         t.add_row(mname, fam, *cells)
     console.print(t)
     console.print("* compute-bound on this GPU (AI above the ridge)")
-
-
-def memory(
-    model: Annotated[str, typer.Option(help="Catalog model or config.json path.")],
-    gpu: Annotated[str, typer.Option(help="Catalog GPU.")],
-    gpus: Annotated[int, typer.Option(help="GPUs in the unit (one EP group).")],
-    attn_tp: Annotated[
-        int, typer.Option("--attn-tp", help="Attention TP size (1 = DP attention).")
-    ],
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="bf16 or fp8.")] = "bf16",
-    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="bf16, fp8 or fp4.")] = "fp8",
-    mtp: Annotated[int, typer.Option(help="MTP draft tokens (adds the MTP layer's KV).")] = 0,
-    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node")] = 8,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
-) -> None:
-    """Per-GPU weights, KV bytes per token, duplication factor and KV capacity."""
-    spec, g = _model(model), _gpu(gpu)
-    per_node = min(gpus, gpus_per_node)
-    if gpus % per_node:
-        raise usage_error(f"--gpus {gpus} is not a whole number of {per_node}-GPU nodes")
-    try:
-        dep = Deployment(
-            name="memory",
-            nodes=gpus // per_node,
-            gpus_per_node=per_node,
-            attn_tp=attn_tp,
-            kv_dtype=kv_dtype,
-            weight_dtype=weight_dtype,
-            mtp_draft_tokens=mtp,
-            mtp_acceptance=(0.8,) if mtp else (),
-        )  # type: ignore[arg-type]
-        plan = plan_memory(spec, g, dep)
-    except ValidationError as exc:
-        raise usage_error(_options_message(exc)) from None
-    except ValueError as exc:
-        raise usage_error(str(exc)) from None
-    out = {
-        "model": spec.name,
-        "gpu": g.name,
-        "gpus": gpus,
-        "attn_tp": attn_tp,
-        "attn_dp": dep.attn_dp,
-        "weights_bytes_per_gpu": plan.weights_bytes_per_gpu,
-        "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
-        "kv_dup_factor": plan.kv_dup_factor,
-        "kv_capacity_tokens_per_gpu": plan.kv_capacity_tokens_per_gpu,
-        "kv_capacity_tokens_total": plan.kv_capacity_tokens_total,
-        "kv_pool_bytes_per_gpu": plan.kv_pool_bytes_per_gpu,
-    }
-    if as_json:
-        print(json.dumps(out, indent=2))
-        return
-    t = Table(
-        title=f"{spec.name} on {gpus} x {g.display_name}, attention TP{attn_tp} x DP{dep.attn_dp}"
-    )
-    t.add_column("quantity")
-    t.add_column("value", justify="right")
-    t.add_row("weights per GPU", f"{plan.weights_bytes_per_gpu / 1e9:.1f} GB")
-    t.add_row("KV bytes per token per GPU", f"{plan.kv_bytes_per_token_per_gpu:,.0f} B")
-    t.add_row("KV duplication factor", f"{plan.kv_dup_factor}x")
-    t.add_row("KV capacity per GPU", f"{plan.kv_capacity_tokens_per_gpu:,} tokens")
-    t.add_row("distinct tokens the unit holds", f"{plan.kv_capacity_tokens_total:,}")
-    console.print(t)
