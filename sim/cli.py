@@ -6,10 +6,12 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand
 
 from sim import cli_memory, cli_physics
 from sim.cli_catalog import register as register_catalog
@@ -79,6 +81,23 @@ def run_app(port: int = typer.Option(8501, help="Local port.")) -> None:
 register_run(app)
 register_check(app)
 register_search(app)
+
+
+class FlagsTakeNoValue(TyperCommand):
+    """A command whose help shows no value after a flag: typer's rich help prints a type
+    placeholder for every option, so `--json <bool>` read as if the flag took a value."""
+
+    def get_params(self, ctx: Any) -> Any:
+        params = super().get_params(ctx)
+        for p in params:  # typer's own click classes: duck-typed
+            if getattr(p, "is_flag", False) and p.metavar is None:
+                p.metavar = ""
+        return params
+
+
+for _command in app.registered_commands:
+    if _command.cls in (None, TyperCommand):
+        _command.cls = FlagsTakeNoValue
 
 
 def main() -> None:
