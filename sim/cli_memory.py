@@ -44,10 +44,10 @@ MEMORY_OPTIONS = {
 
 def _option_line(msg: str, field: str | None) -> str:
     """`--option: message`; a cross-field check names its field first ('attn_tp=3 must ...').
-    Node counts read as the CLI gives them: '(1 nodes x 8)' is just --gpus, dropped."""
+    Node counts read as the CLI gives them: '(1 node of 8)' is just --gpus, dropped."""
     subject = field or msg.split("=", 1)[0]
     option = MEMORY_OPTIONS.get(subject, subject if field else "")
-    msg = re.sub(r" \(1 nodes x \d+\)", "", msg).replace(" nodes x ", " nodes of ")
+    msg = re.sub(r" \(1 node of \d+\)", "", msg)
     return f"{option}: {msg}" if option else msg
 
 

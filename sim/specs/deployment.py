@@ -170,20 +170,27 @@ class Deployment(Spec):
     @model_validator(mode="after")
     def _check_layout(self) -> Deployment:
         g = self.gpus
+        unit = f"{self.nodes} node{'s' * (self.nodes > 1)} of {self.gpus_per_node}"
+        divisors = ", ".join(str(d) for d in range(1, g + 1) if g % d == 0)
         if g % self.attn_tp:
             raise ValueError(
-                f"attn_tp={self.attn_tp} must divide the unit's {g} GPUs "
-                f"({self.nodes} nodes x {self.gpus_per_node}); pick a divisor of {g}"
+                f"attn_tp={self.attn_tp} must divide the unit's {g} GPUs ({unit}); "
+                f"pick a divisor of {g}"
             )
         if self.attn_tp > self.gpus_per_node:
             raise ValueError(
                 f"attn_tp={self.attn_tp} spans more than one node ({self.gpus_per_node} GPUs): "
                 "keep attention TP inside a node"
             )
+        if g % self.moe_tp:
+            raise ValueError(
+                f"moe_tp={self.moe_tp} must divide the unit's {g} GPUs ({unit}); pick one of "
+                f"{divisors}"
+            )
         if self.ep * self.moe_tp != g:
             raise ValueError(
                 f"moe_ep x moe_tp = {self.ep} x {self.moe_tp} = {self.ep * self.moe_tp} must equal "
-                f"the unit's {g} GPUs; set moe_ep={g // self.moe_tp} or change moe_tp"
+                f"the unit's {g} GPUs; set moe_ep={g // self.moe_tp} or leave it out"
             )
         if self.mtp_draft_tokens and len(self.mtp_acceptance) not in (1, self.mtp_draft_tokens):
             raise ValueError(
