@@ -122,6 +122,8 @@ def _probe(rate: float, d: DeploymentResults, slo: Slo, rule: PoolRule | None = 
         goodput_req_s=d.goodput_req_s,
         queued=d.requests.queued,
         rejected=d.requests.rejected,
+        arrived=d.requests.arrived,
+        completed=d.requests.completed,
     )
 
 
@@ -167,10 +169,27 @@ def _verdict(s: _Search, slo: Slo, tolerance: float) -> tuple[Status, str]:
     )
 
 
+FEW_FINISHED = 0.5  # below this share finished, a probe's verdict rests on few requests
+
+
+def thin_evidence(p: Probe) -> str | None:
+    """A caution when most of a probe's requests did not finish in its window: TPOT and the
+    verdict then rest on the earliest or shortest (the run is too short for the answers)."""
+    if not p.arrived or p.completed >= FEW_FINISHED * p.arrived:
+        return None
+    return (
+        f"at {p.rate_req_s:.4g} req/s only {p.completed:,} of {p.arrived:,} requests finished "
+        "in the window, so the verdict rests on the earliest or shortest: lengthen "
+        "run.duration_s before trusting it"
+    )
+
+
 def _result(s: _Search, gpus: int, target: float, slo: Slo, tolerance: float) -> CapacityResult:
     status, note = _verdict(s, slo, tolerance)
     lo, hi = s.bracket()
     at = s.probes[lo] if lo is not None else None
+    if at is not None and (caution := thin_evidence(at)):
+        note += f"; {caution}"
     replicas = math.ceil(target / lo) if lo is not None else None
     return CapacityResult(
         deployment=s.name,

@@ -33,6 +33,8 @@ class Probe(Spec):
     )
     queued: int = Field(description="Requests still waiting for admission at the end.")
     rejected: int = Field(description="Requests rejected (KV could never fit one rank).")
+    arrived: int = Field(default=0, description="Requests that arrived in the window.")
+    completed: int = Field(default=0, description="Of those, the ones that finished.")
 
 
 class CapacityResult(Spec):

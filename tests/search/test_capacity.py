@@ -140,3 +140,22 @@ def test_latencies_are_reported_at_any_slo_percentile() -> None:
     report = capacity_search(sc, 10.0, SerialBackend(), max_runs=2)
     probe = report.deployments[0].probes[0]
     assert probe.rate_req_s == 4.0 and probe.ttft_s == d.ttft_at_slo_s
+
+
+def test_a_probe_whose_requests_mostly_did_not_finish_is_flagged() -> None:
+    from sim.search.capacity import thin_evidence
+
+    base = dict(meets_slo=True, slo_met=True, ttft_s=0.2, tpot_s=0.05, output_tok_s_per_gpu=1.0)
+    base |= dict(goodput_req_s=1.0, queued=0, rejected=0, rate_req_s=5.0)
+    thin = Probe(**base, arrived=276, completed=33)
+    note = thin_evidence(thin)
+    assert note is not None and "only 33 of 276 requests finished" in note
+    assert thin_evidence(Probe(**base, arrived=276, completed=200)) is None
+    assert thin_evidence(Probe(**base)) is None  # reports from before the counts were kept
+
+
+def test_probes_record_their_request_counts(found: tuple) -> None:
+    _, report = found
+    probes = report.deployments[0].probes
+    assert all(0 <= p.completed <= p.arrived and p.arrived > 0 for p in probes)
+    assert any(p.completed > 0 for p in probes if p.meets_slo)
