@@ -26,11 +26,15 @@ class Card:
     # where the value is None but known to exceed something (a TTFT percentile beyond every
     # first token seen, requests still waiting): that bound, shown as '>bound'
     bound: Callable[[DeploymentResults], float | None] = lambda d: None
+    # half-width of the value's 95% interval, shown as '±N%' after it
+    spread: Callable[[DeploymentResults], float | None] = lambda d: None
 
 
 CARDS = (
     Card("out tok/s/GPU", lambda d: d.output_tok_s_per_gpu, "{:,.0f}", True,
-         "Generated tokens per second per GPU over the measurement window."),
+         "Generated tokens per second per GPU over the measurement window; ± the half-width "
+         "of its 95% interval from ten batch means (wide: the figure depends on the window).",
+         spread=lambda d: d.output_tok_s_per_gpu_ci95),
     Card("TTFT p90 ms", lambda d: ms(d.ttft_s.p90), "{:,.0f}", False,
          "Time to first token; requests still waiting at the end count as at least their wait "
          "(Kaplan-Meier). '>' marks a p90 beyond every first token seen.",
@@ -52,8 +56,11 @@ def card_values(results: Results) -> list[dict[str, float | None]]:
 
 
 def card_text(c: Card, d: DeploymentResults) -> str:
-    """A card's figure: its value, '>' its bound where only that is known, else '-'."""
-    v, bound = c.value(d), c.bound(d)
+    """A card's figure: its value (with its interval as ±%, where known), '>' its bound where
+    only that is known, else '-'."""
+    v, bound, spread = c.value(d), c.bound(d), c.spread(d)
+    if v is not None and spread is not None and v > 0:
+        return f"{c.fmt.format(v)} ±{100 * spread / v:.2g}%"
     if v is not None:
         return c.fmt.format(v)
     return "-" if bound is None else ">" + c.fmt.format(bound)

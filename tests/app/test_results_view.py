@@ -78,6 +78,12 @@ def test_ttft_card_shows_a_bound_when_the_percentile_lies_beyond_the_samples(
     assert results_view.card_text(card, d.model_copy(update={"ttft_s": backlog})) == ">4,200"
     none = d.ttft_s.model_copy(update={"p90": None, "exceeds_s": None})
     assert results_view.card_text(card, d.model_copy(update={"ttft_s": none})) == "-"
+    # throughput carries its batch-means interval
+    tput = next(c for c in results_view.CARDS if c.label == "out tok/s/GPU")
+    shown = d.model_copy(update={"output_tok_s_per_gpu": 464.0, "output_tok_s_per_gpu_ci95": 12.0})
+    assert results_view.card_text(tput, shown) == "464 ±2.6%"
+    bare = d.model_copy(update={"output_tok_s_per_gpu": 464.0, "output_tok_s_per_gpu_ci95": None})
+    assert results_view.card_text(tput, bare) == "464"
     # the waiting requests the TTFT curves leave out are named under them
     assert results_view.waiting_note({"a": [], "b": []}) is None
     note = results_view.waiting_note({"a": [], "b": [3.0, 12.5]})

@@ -19,7 +19,8 @@ def _cards(at: AppTest) -> list[tuple[str, str, str]]:
 
 
 def _number(value: str) -> float:
-    return float(value.replace(",", ""))
+    """A card's figure, without its interval (`464 ±2.6%` -> 464)."""
+    return float(value.split(" ±")[0].replace(",", ""))
 
 
 def test_default_run_shows_cards_and_charts() -> None:

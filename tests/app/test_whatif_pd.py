@@ -70,7 +70,9 @@ def test_pd_pair_runs_shows_pools_and_exports(monkeypatch: pytest.MonkeyPatch) -
     assert details["GPUs"].tolist() == [8, 24]
     cards = [(m.label, m.value) for m in at.metric]
     assert len(cards) == 12
-    tput = [float(v.replace(",", "")) for label, v in cards if label == "out tok/s/GPU"]
+    tput = [  # "464 ±2.6%": the figure, then its interval
+        float(v.split(" ±")[0].replace(",", "")) for label, v in cards if label == "out tok/s/GPU"
+    ]
     assert all(t > 0 for t in tput)
     assert [v for label, v in cards if label == "KV dup factor"] == ["8", "1"]  # decode pool's
 
