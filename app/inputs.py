@@ -82,7 +82,10 @@ def _load(kind: str, value: dict[str, Any], cols: list[Any]) -> dict[str, Any]:
         n = int(value.get("concurrency_per_rank") or value.get("concurrency") or 64)
         return {
             field: int(cols[0].number_input(field.replace("_", " "), 1, 1 << 16, n, key="wl_conc",
-                                            help=_help(ClosedWorkload, field)))
+                                            help=_help(ClosedWorkload, field))),
+            "ramp_s": cols[1].number_input("ramp (s)", 0.0, 3600.0,
+                                           float(value.get("ramp_s", 0.0)), key="wl_ramp",
+                                           help=_help(ClosedWorkload, "ramp_s")),
         }  # fmt: skip
     out = {
         "rate_req_s": cols[0].number_input(

@@ -101,6 +101,7 @@ def test_sweep_scales_the_load(small: Scenario) -> None:
     assert [s.workload.concurrency for _, s in points] == [base // 2, base, base * 2]  # type: ignore[union-attr]
     workload = DEFAULT["workload"] | {"kind": "poisson", "rate_req_s": 3.0}
     workload.pop("concurrency")
+    workload.pop("ramp_s")  # closed-loop only
     open_loop = Scenario.model_validate(small.model_dump() | {"workload": workload})
     assert sweep.load_of(open_loop) == ("rate_req_s", 3.0)
 
