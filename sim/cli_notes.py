@@ -7,7 +7,7 @@ a CPU, and why requests were rejected.
 
 from __future__ import annotations
 
-from sim.metrics.results import Results
+from sim.metrics.results import Results, few_finished
 from sim.specs.profile import Profile
 from sim.specs.scenario import Scenario
 from sim.specs.workload import ClosedWorkload, FixedLength
@@ -24,7 +24,6 @@ LOCKSTEP_NOTE = (
     "then all decoding): set workload.ramp_s or vary the lengths for a steady mix"
 )
 NOISY_SHARE = 0.1  # a 95% interval wider than this share of the throughput gets a warning
-FEW_FINISHED = 0.5  # below this share of the window's requests finished, TPOT rests on few
 
 
 def extrapolated_note(results: Results) -> str | None:
@@ -59,17 +58,17 @@ def noisy_note(results: Results) -> str | None:
 
 
 def unfinished_note(results: Results) -> str | None:
-    """A warning when most requests that arrived in the window did not finish: TPOT (and the
-    SLO verdict) then rest on the ones that did, the earliest or shortest."""
+    """A warning when few requests that arrived in the window finished (`few_finished`): TPOT
+    (and the SLO verdict) then rest on the ones that did, the earliest or shortest."""
     few = [
         f"{d.name} {d.requests.completed:,} of {d.requests.arrived:,}"
         for d in results.deployments
-        if d.requests.arrived and d.requests.completed < FEW_FINISHED * d.requests.arrived
+        if few_finished(d.requests.arrived, d.requests.completed)
     ]
     if not few:
         return None
     return (
-        f"most requests that arrived in the window did not finish ({', '.join(few)} finished): "
+        f"few requests that arrived in the window finished ({', '.join(few)}): "
         "TPOT and the SLO verdict rest on those that did (the earliest or shortest); TTFT and E2E "
         "count the rest as lower bounds. Lengthen run.duration_s"
     )

@@ -15,6 +15,16 @@ from pydantic import Field
 from sim.metrics.stats import Percentiles
 from sim.specs.base import Spec
 
+# Below this share of the window's requests finished, TPOT and an SLO verdict rest on the
+# earliest or shortest. A closed loop in steady state keeps its users running, so its share is
+# completed / (completed + users): a third means the window saw half a turnover of the users.
+FEW_FINISHED = 1 / 3
+
+
+def few_finished(arrived: int, completed: int) -> bool:
+    """Whether too few of the window's requests finished for their latencies to stand for all."""
+    return arrived > 0 and completed < FEW_FINISHED * arrived
+
 
 class RequestCountsOut(Spec):
     """Requests that arrived in the window, by where they are at the end."""

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sim.metrics.results import DeploymentResults
+from sim.metrics.results import DeploymentResults, few_finished
 from sim.search.backends import Backend
 from sim.search.capacity_report import CapacityReport, CapacityResult, Probe, Status
 from sim.search.pd_capacity import PoolRule, pd_pools_results, pool_rules
@@ -169,13 +169,10 @@ def _verdict(s: _Search, slo: Slo, tolerance: float) -> tuple[Status, str]:
     )
 
 
-FEW_FINISHED = 0.5  # below this share finished, a probe's verdict rests on few requests
-
-
 def thin_evidence(p: Probe) -> str | None:
     """A caution when most of a probe's requests did not finish in its window: TPOT and the
     verdict then rest on the earliest or shortest (the run is too short for the answers)."""
-    if not p.arrived or p.completed >= FEW_FINISHED * p.arrived:
+    if not few_finished(p.arrived, p.completed):
         return None
     return (
         f"at {p.rate_req_s:.4g} req/s only {p.completed:,} of {p.arrived:,} requests finished "
