@@ -96,6 +96,10 @@ def check_kv(cluster: Cluster, table: RequestTable) -> None:
         )
         if not np.array_equal(left.astype(np.int64), pool.outstanding):
             raise InvariantError(f"{pool.name}: router load counters disagree with work left")
+        if not np.array_equal(
+            np.bincount(table.rank[mine], minlength=pool.num_ranks), pool.assigned
+        ):
+            raise InvariantError(f"{pool.name}: router request counters disagree with the requests")
 
 
 def check_running(cluster: Cluster, table: RequestTable) -> None:

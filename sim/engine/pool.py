@@ -58,7 +58,11 @@ class Pool:
         )
         self.queues = RankQueues(n)
         self.outstanding = np.zeros(n, dtype=np.int64)
-        self.load = RankLoad(self.outstanding, self.kv.used, self.queues.queued_pages)
+        self.assigned = np.zeros(n, dtype=np.int64)  # requests on each rank, queued or running
+        self.load = RankLoad(
+            self.outstanding, self.kv.used, self.queues.queued_pages, self.assigned,
+            self.queues.length,
+        )  # fmt: skip
         self.router = make_router(d.router, n)
         self.sampler = DraftSampler(d.mtp_probs, rng)
         self.draft_tokens = d.mtp_draft_tokens
@@ -143,7 +147,7 @@ class Pool:
         todo = target - t.prefilled[rows]
         pages = self.kv.pages_for(np.where(todo > 0, target, inp + gen + self.draft_tokens))
         remaining = (todo + out - gen).tolist()
-        tokens, q, load = todo.tolist(), self.queues, self.outstanding
+        tokens, q, load, assigned = todo.tolist(), self.queues, self.outstanding, self.assigned
         pinned = pins.tolist() if pins.shape[0] else None
         choose, rl, n = self.router.choose, self.load, self.num_ranks
         ranks = []
@@ -151,6 +155,7 @@ class Pool:
             r = pinned[k] % n if pinned is not None else choose(rl)
             q.push_back(r, (i, p, tokens[k]))
             load[r] += remaining[k]
+            assigned[r] += 1
             ranks.append(r)
         r_arr = np.array(ranks, dtype=np.int64)
         t.route(rows, r_arr)
@@ -194,6 +199,7 @@ class Pool:
         """Requests leave their ranks: their KV pages free up and their work left (prefill and
         output tokens not computed) comes off the ranks' load. Then `finish` or `hand_off`."""
         np.subtract.at(self.outstanding, ranks, work)
+        np.subtract.at(self.assigned, ranks, 1)
         self.kv.give(ranks, pages)
 
     def finish(self, ids: IntArray, now: float) -> None:

@@ -19,6 +19,8 @@ class RankLoad:
     outstanding_tokens: IntArray  # prefill + output tokens still to compute, queued and running
     kv_pages: IntArray  # KV pages in use
     queued_pages: IntArray  # KV pages that queued requests will need on admission
+    requests: IntArray  # requests on the rank, queued and running
+    queued: IntArray  # of those, queued
 
 
 class Router:
@@ -71,10 +73,26 @@ class LeastKv(Router):
         return int((load.kv_pages + load.queued_pages).argmin())
 
 
+class LeastRequests(Router):
+    """Fewest requests, a queued one counting as four running ones: what a router sees without
+    lengths (vLLM's data-parallel balancing scores engines as 4 x waiting + running)."""
+
+    name = "least_requests"
+    QUEUED_WEIGHT = 4
+
+    def __init__(self, num_ranks: int) -> None:
+        self.num_ranks = num_ranks
+
+    def choose(self, load: RankLoad) -> int:
+        # running + 4 x queued = requests + 3 x queued
+        return int((load.requests + (self.QUEUED_WEIGHT - 1) * load.queued).argmin())
+
+
 ROUTERS: dict[str, Callable[[int], Router]] = {
     RoundRobin.name: RoundRobin,
     LeastTokens.name: LeastTokens,
     LeastKv.name: LeastKv,
+    LeastRequests.name: LeastRequests,
 }
 
 

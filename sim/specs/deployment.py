@@ -19,7 +19,7 @@ from sim.specs.base import Spec
 
 DType = Literal["bf16", "fp8"]
 WeightDType = Literal["bf16", "fp8", "fp4"]
-RouterName = Literal["round_robin", "least_tokens", "least_kv"]
+RouterName = Literal["round_robin", "least_tokens", "least_kv", "least_requests"]
 MlaPolicyName = Literal["sglang", "vllm", "flops_optimal"]
 ROUTER_NAMES: tuple[str, ...] = get_args(RouterName)
 MLA_POLICY_NAMES: tuple[str, ...] = get_args(MlaPolicyName)
@@ -136,8 +136,9 @@ class Deployment(Spec):
         default="least_tokens",
         description="Request router across DP ranks and replicas: 'round_robin', "
         "'least_tokens' (least work left: prefill + output tokens, with each request's true "
-        "output length, which no real router knows: a best case) or 'least_kv' (least KV in "
-        "use + queued, what a real router sees).",
+        "output length, which no real router knows: a best case), 'least_kv' (least KV in "
+        "use + queued, what a real router sees) or 'least_requests' (fewest requests, a queued "
+        "one counting four: vLLM's data-parallel balancing).",
     )
 
     @property

@@ -11,28 +11,34 @@ from sim.engine.router import RankLoad
 
 
 def test_unknown_router_lists_known_ones() -> None:
-    with pytest.raises(ValueError, match="least_kv, least_tokens, round_robin"):
+    with pytest.raises(ValueError, match="least_kv, least_requests, least_tokens, round_robin"):
         make_router("random", 4)
 
 
 def test_unknown_router_in_a_deployment_names_the_field() -> None:
     # refused by the spec, before any run: the field and the known names
-    with pytest.raises(ValueError, match=r"router\n.*'round_robin', 'least_tokens' or 'least_kv'"):
+    with pytest.raises(
+        ValueError, match=r"router\n.*'round_robin', 'least_tokens', 'least_kv' or 'least_requests'"
+    ):
         unit(ranks=2, router="fastest")
 
 
 def test_registry_names() -> None:
-    assert sorted(ROUTERS) == ["least_kv", "least_tokens", "round_robin"]
+    assert sorted(ROUTERS) == ["least_kv", "least_requests", "least_tokens", "round_robin"]
 
 
-def _load(out: list[int], kv: list[int], queued: list[int]) -> RankLoad:
-    return RankLoad(np.array(out), np.array(kv), np.array(queued))
+def _load(
+    out: list[int], kv: list[int], queued: list[int], reqs: list[int], waiting: list[int]
+) -> RankLoad:
+    return RankLoad(*(np.array(x) for x in (out, kv, queued, reqs, waiting)))
 
 
 def test_router_choices_and_ties() -> None:
-    load = _load([5, 1, 1, 9], [0, 7, 3, 0], [4, 0, 0, 0])
+    load = _load([5, 1, 1, 9], [0, 7, 3, 0], [4, 0, 0, 0], [3, 5, 4, 4], [2, 0, 0, 1])
     assert make_router("least_tokens", 4).choose(load) == 1  # tie 1/2 -> lowest index
     assert make_router("least_kv", 4).choose(load) == 3  # 0 + 0 beats 0 + 4
+    # running + 4 x queued: 1 + 8, 5, 4, 3 + 4 -> rank 2
+    assert make_router("least_requests", 4).choose(load) == 2
     rr = make_router("round_robin", 4)
     assert [rr.choose(load) for _ in range(6)] == [0, 1, 2, 3, 0, 1]
 
@@ -41,6 +47,15 @@ def test_least_tokens_spreads_a_burst() -> None:
     batch = requests(*[(0.0, 100, 10)] * 8)
     out = run_trace(unit(ranks=4, router="least_tokens"), FixedCost(), batch)
     assert np.bincount(out.table.home_rank[:8], minlength=4).tolist() == [2, 2, 2, 2]
+
+
+def test_least_requests_spreads_a_burst_and_keeps_count() -> None:
+    """A burst of 8 on 4 ranks goes two to each; the counters the router reads are checked
+    against the requests at the end of the run (`check_kv`, one of the run's invariants)."""
+    batch = requests(*[(0.0, 100, 10)] * 8, *[(0.5, 100, 10)] * 4)
+    out = run_trace(unit(ranks=4, router="least_requests"), FixedCost(), batch)
+    assert np.bincount(out.table.home_rank[:8], minlength=4).tolist() == [2, 2, 2, 2]
+    assert out.cluster.pools[0].assigned.sum() == 0  # all finished: none left on a rank
 
 
 def test_least_tokens_avoids_the_rank_with_a_long_request() -> None:
