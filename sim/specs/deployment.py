@@ -133,7 +133,7 @@ class Deployment(Spec):
         default=4.0, ge=0.0, description="HBM kept per GPU for activations, graphs and buffers."
     )
     router: RouterName = Field(
-        default="least_tokens",
+        default="least_requests",
         description="Request router across DP ranks and replicas: 'round_robin', "
         "'least_tokens' (least work left: prefill + output tokens, with each request's true "
         "output length, which no real router knows: a best case), 'least_kv' (least KV in "
