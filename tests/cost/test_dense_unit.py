@@ -28,6 +28,18 @@ def decode_step(per_rank: list[int]) -> BatchShape:
     )
 
 
+def prefill_beside_decode() -> BatchShape:
+    """8 ranks of 10 decode requests each, and rank 0 also prefilling a 4,096-token prompt."""
+    b = decode_step([10] * 8)
+    return BatchShape(
+        num_ranks=8,
+        rank=np.append(b.rank, 0),
+        new_tokens=np.append(b.new_tokens, 4096),
+        kv_tokens=np.append(b.kv_tokens, 4096),
+        is_decode=np.append(b.is_decode, False),
+    )
+
+
 def model(dense: str, attn_tp: int = 1) -> ServingCostModel:
     d = Deployment(name=dense, attn_tp=attn_tp, dense_ffn=dense)  # type: ignore[arg-type]
     return ServingCostModel(V3, H200, d, H200_RL)
@@ -76,14 +88,7 @@ def test_unit_dense_sums_prefill_rows_without_padding() -> None:
     """A step with a prefill chunk always lays the ranks' rows back to back (sum-len): one rank
     prefilling 4096 tokens beside its and 7 other ranks' 10 decode requests gathers 4096 + 80
     rows, not 8 x 4106."""
-    b = decode_step([10] * 8)
-    b = BatchShape(
-        num_ranks=8,
-        rank=np.append(b.rank, 0),
-        new_tokens=np.append(b.new_tokens, 4096),
-        kv_tokens=np.append(b.kv_tokens, 4096),
-        is_decode=np.append(b.is_decode, False),
-    )
+    b = prefill_beside_decode()
     step = model("unit").step_cost(b)
     gather = step.ops["dense_gather"]
     r = H200_RL.roofline
@@ -107,14 +112,7 @@ def test_tp_experts_gather_the_same_way() -> None:
     a prefill step lays the ranks' rows back to back (two all-reduces of 4,096 + 80 rows)."""
     d = Deployment(name="dp_tp", attn_tp=1, moe_tp=8)
     cm = ServingCostModel(V3, H200, d, H200_RL)
-    b = decode_step([10] * 8)
-    b = BatchShape(
-        num_ranks=8,
-        rank=np.append(b.rank, 0),
-        new_tokens=np.append(b.new_tokens, 4096),
-        kv_tokens=np.append(b.kv_tokens, 4096),
-        is_decode=np.append(b.is_decode, False),
-    )
+    b = prefill_beside_decode()
     r = H200_RL.roofline
     link = H200.nvlink_gb_s * 1e9 * r.comm_link_efficiency.value
     nbytes = 2 * 2 * 7 / 8 * (4096 + 80) * V3.hidden_size * 2.0
