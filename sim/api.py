@@ -41,7 +41,8 @@ from sim.metrics import (
     Results,
     request_latencies,
 )
-from sim.run import run_scenario, simulate_scenario, summarize_scenario
+from sim.metrics.notes import run_notes
+from sim.run import load_profile_for, run_scenario, simulate_scenario, summarize_scenario
 
 # sweeps and capacity search
 from sim.search.backends import ProcessBackend
@@ -85,6 +86,7 @@ __all__ = [
     "load_of",
     "load_points",
     "load_profile",
+    "load_profile_for",
     "load_scenario",
     "mla",
     "model_decode_intensity",
@@ -98,6 +100,7 @@ __all__ = [
     "results_dict",
     "roofline_seconds",
     "run_load_sweep",
+    "run_notes",
     "run_scenario",
     "search_count",
     "simulate_scenario",

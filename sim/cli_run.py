@@ -15,8 +15,8 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
-from sim.cli_notes import EXTRAPOLATED_MARK, run_notes
 from sim.cli_physics import check_output_paths, output_console
+from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results
 from sim.metrics.stats import Percentiles
 from sim.specs.deployment import Deployment, PdDeployment

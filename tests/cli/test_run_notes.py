@@ -13,9 +13,9 @@ import typer
 from typer.testing import CliRunner
 
 from sim import cli_run
-from sim.cli_notes import cpu_profile_note, rejected_note, run_notes, unfinished_note
 from sim.io.scenario_io import parse_scenario
 from sim.metrics import Results
+from sim.metrics.notes import cpu_profile_note, rejected_note, run_notes, unfinished_note
 from sim.run import run_scenario, simulate_scenario
 
 SHORT = """\

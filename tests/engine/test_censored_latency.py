@@ -78,9 +78,9 @@ def test_batch_means_interval_of_a_steady_and_a_wavy_rate() -> None:
 
 
 def test_run_table_prints_the_interval_and_warns_when_wide() -> None:
-    from sim.cli_notes import noisy_note
     from sim.cli_run import _with_ci
     from sim.metrics import Results
+    from sim.metrics.notes import noisy_note
 
     assert _with_ci(464.0, 12.0) == "464 ±2.6%"
     assert _with_ci(464.0, None) == "464"

@@ -1,4 +1,5 @@
-"""The notes `mlasim run` prints under its tables: what a reader of the figures should know.
+"""Notes on a run's figures, what a reader should know: `mlasim run` prints them under its
+tables and the app shows them above its cards.
 
 Each note is None when it does not apply. They say when a figure rests on little (most requests
 unfinished, a noisy window, users moving in step), when a time was extrapolated or measured on
