@@ -15,33 +15,12 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
+from sim.cli_format import num, pct, with_ci
 from sim.cli_physics import check_output_paths, output_console
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results
-from sim.metrics.stats import Percentiles
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import Scenario
-
-
-def _f(x: float | None, digits: int = 3, scale: float = 1.0) -> str:
-    if x is None:
-        return "-"
-    v = x * scale
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
-
-
-def _pct(p: Percentiles, scale: float = 1e3) -> str:
-    """p50 / p90 / p99; a percentile beyond every observed value (requests still waiting at the
-    end outnumber its tail) shows as '>' the largest one."""
-    beyond = f">{_f(p.exceeds_s, 3, scale)}" if p.exceeds_s is not None else "-"
-    return " / ".join(beyond if v is None else _f(v, 3, scale) for v in (p.p50, p.p90, p.p99))
-
-
-def _with_ci(value: float, ci95: float | None) -> str:
-    """A rate and its 95% interval's half-width as a share of it."""
-    if ci95 is None or value <= 0:
-        return _f(value)
-    return f"{_f(value)} ±{100 * ci95 / value:.2g}%"
 
 
 def _layout(d: Deployment | PdDeployment) -> str:
@@ -57,29 +36,29 @@ def _layout(d: Deployment | PdDeployment) -> str:
 
 ROWS: list[tuple[str, Any]] = [
     ("GPUs (nodes)", lambda r: f"{r.gpus} ({r.nodes:g})"),
-    ("KV dup factor", lambda r: _f(r.kv_dup_factor)),
-    ("KV bytes / token / GPU", lambda r: _f(r.kv_bytes_per_token_per_gpu)),
-    ("KV capacity tokens / GPU", lambda r: _f(r.kv_capacity_tokens_per_gpu)),
-    ("KV capacity tokens / rank", lambda r: _f(r.kv_capacity_tokens_per_rank)),
-    ("KV capacity tokens, all ranks", lambda r: _f(r.kv_capacity_tokens_total)),
-    ("KV utilisation", lambda r: _f(r.kv_utilisation, 2)),
-    ("decode batch / rank", lambda r: _f(r.decode_batch_per_rank)),
-    ("step time ms", lambda r: _f(r.step_time_s, 3, 1e3)),
-    ("DP-rank imbalance", lambda r: _f(r.dp_imbalance)),
-    ("output tok/s / GPU", lambda r: _with_ci(r.output_tok_s_per_gpu, r.output_tok_s_per_gpu_ci95)),
-    ("input tok/s / GPU", lambda r: _f(r.input_tok_s_per_gpu)),
-    ("output tok/s (total)", lambda r: _f(r.output_tok_s)),
-    ("TTFT ms p50/p90/p99", lambda r: _pct(r.ttft_s)),
-    ("TPOT ms p50/p90/p99", lambda r: _pct(r.tpot_s)),
-    ("ITL ms p50/p90/p99", lambda r: _pct(r.itl_s)),
-    ("E2E s p50/p90/p99", lambda r: _pct(r.e2e_s, 1.0)),
-    ("goodput req/s", lambda r: _f(r.goodput_req_s)),
+    ("KV dup factor", lambda r: num(r.kv_dup_factor)),
+    ("KV bytes / token / GPU", lambda r: num(r.kv_bytes_per_token_per_gpu)),
+    ("KV capacity tokens / GPU", lambda r: num(r.kv_capacity_tokens_per_gpu)),
+    ("KV capacity tokens / rank", lambda r: num(r.kv_capacity_tokens_per_rank)),
+    ("KV capacity tokens, all ranks", lambda r: num(r.kv_capacity_tokens_total)),
+    ("KV utilisation", lambda r: num(r.kv_utilisation, 2)),
+    ("decode batch / rank", lambda r: num(r.decode_batch_per_rank)),
+    ("step time ms", lambda r: num(r.step_time_s, 3, 1e3)),
+    ("DP-rank imbalance", lambda r: num(r.dp_imbalance)),
+    ("output tok/s / GPU", lambda r: with_ci(r.output_tok_s_per_gpu, r.output_tok_s_per_gpu_ci95)),
+    ("input tok/s / GPU", lambda r: num(r.input_tok_s_per_gpu)),
+    ("output tok/s (total)", lambda r: num(r.output_tok_s)),
+    ("TTFT ms p50/p90/p99", lambda r: pct(r.ttft_s)),
+    ("TPOT ms p50/p90/p99", lambda r: pct(r.tpot_s)),
+    ("ITL ms p50/p90/p99", lambda r: pct(r.itl_s)),
+    ("E2E s p50/p90/p99", lambda r: pct(r.e2e_s, 1.0)),
+    ("goodput req/s", lambda r: num(r.goodput_req_s)),
     ("SLO met", lambda r: "yes" if r.slo_met else "no"),
     ("requests arr/done/run/queue/rej", lambda r: "/".join(
         str(getattr(r.requests, k)) for k in ("arrived", "completed", "running", "queued",
                                               "rejected"))),
     ("preemptions", lambda r: str(r.preemptions)),
-    ("MTP accept length", lambda r: _f(r.mtp_accept_len)),
+    ("MTP accept length", lambda r: num(r.mtp_accept_len)),
 ]  # fmt: skip
 
 

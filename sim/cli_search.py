@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sim.cli_format import beyond, num, with_ci
 from sim.cli_physics import check_output_paths, output_console, usage_error
 from sim.search.backends import BACKENDS, Backend, BackendError, make_backend
 from sim.search.capacity_report import CapacityReport
@@ -78,13 +79,6 @@ def _run_errors(scenario: Path) -> Iterator[None]:
         raise usage_error(f"{scenario}: {exc}") from None
 
 
-def _f(x: float | None, digits: int = 3, scale: float = 1.0) -> str:
-    if x is None:
-        return "-"
-    v = x * scale
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
-
-
 def _cell(v: Any) -> str:
     return json.dumps(v) if isinstance(v, list | dict) else str(v)
 
@@ -132,10 +126,10 @@ def sweep(
             str(r["point"]),
             *(_cell(r[p]) for p in varying),
             r["deployment"],
-            _f(r["output_tok_s_per_gpu"]),
-            _f(r["ttft_s.p90"], 3, 1e3),
-            _f(r["tpot_s.p90"], 3, 1e3),
-            _f(r["goodput_req_s"]),
+            with_ci(r["output_tok_s_per_gpu"], r.get("output_tok_s_per_gpu_ci95")),
+            beyond(r["ttft_s.p90"], r.get("ttft_s.exceeds_s"), 1e3),
+            num(r["tpot_s.p90"], 3, 1e3),
+            num(r["goodput_req_s"]),
             "yes" if r["slo_met"] else "no",
         )
     console.print(t)
@@ -214,10 +208,10 @@ def capacity(
     for d in report.deployments:
         t.add_row(
             d.deployment,
-            _f(d.max_rate_req_s, 4),
-            _f(d.output_tok_s_per_gpu),
-            _f(d.ttft_s, 3, 1e3),
-            _f(d.tpot_s, 3, 1e3),
+            num(d.max_rate_req_s, 4),
+            num(d.output_tok_s_per_gpu),
+            num(d.ttft_s, 3, 1e3),
+            num(d.tpot_s, 3, 1e3),
             "-" if d.replicas is None else str(d.replicas),
             "-" if d.gpus is None else str(d.gpus),
             str(d.runs),
@@ -252,9 +246,9 @@ def _print_pd_pools(console: Console, report: CapacityReport) -> None:
     for pd in report.pd_pools:
         for pool, r in (("prefill", pd.prefill), ("decode", pd.decode)):
             t.add_row(
-                pd.deployment, pool, _f(r.max_rate_req_s, 4),
-                _f(r.ttft_s, 3, 1e3) if pool == "prefill" else "-",
-                _f(r.tpot_s, 3, 1e3) if pool == "decode" else "-",
+                pd.deployment, pool, num(r.max_rate_req_s, 4),
+                num(r.ttft_s, 3, 1e3) if pool == "prefill" else "-",
+                num(r.tpot_s, 3, 1e3) if pool == "decode" else "-",
                 "-" if r.replicas is None else str(r.replicas), str(r.gpus_per_deployment),
                 "-" if r.gpus is None else str(r.gpus), str(r.runs), r.status,
             )  # fmt: skip

@@ -44,11 +44,11 @@ def test_a_backlog_of_long_waits_raises_the_tail() -> None:
 
 
 def test_the_run_table_shows_a_percentile_beyond_the_samples_as_a_bound() -> None:
-    from sim.cli_run import _pct
+    from sim.cli_format import pct
 
     p = censored_percentiles(OBSERVED, np.full(20, 100.0))
-    assert _pct(p, 1.0) == "50 / >80 / >80"
-    assert _pct(percentiles(OBSERVED), 1.0) == "40.5 / 72.1 / 79.2"
+    assert pct(p, 1.0) == "50 / >80 / >80"
+    assert pct(percentiles(OBSERVED), 1.0) == "40.5 / 72.1 / 79.2"
 
 
 def test_waits_between_samples_count_for_the_later_ones() -> None:
@@ -78,12 +78,12 @@ def test_batch_means_interval_of_a_steady_and_a_wavy_rate() -> None:
 
 
 def test_run_table_prints_the_interval_and_warns_when_wide() -> None:
-    from sim.cli_run import _with_ci
+    from sim.cli_format import with_ci
     from sim.metrics import Results
     from sim.metrics.notes import noisy_note
 
-    assert _with_ci(464.0, 12.0) == "464 ±2.6%"
-    assert _with_ci(464.0, None) == "464"
+    assert with_ci(464.0, 12.0) == "464 ±2.6%"
+    assert with_ci(464.0, None) == "464"
     d = SimpleNamespace(name="a", output_tok_s_per_gpu=400.0, output_tok_s_per_gpu_ci95=20.0)
     e = SimpleNamespace(name="b", output_tok_s_per_gpu=400.0, output_tok_s_per_gpu_ci95=80.0)
     assert noisy_note(cast(Results, SimpleNamespace(deployments=[d]))) is None
