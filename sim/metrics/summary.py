@@ -3,10 +3,10 @@
 Window: simulated time [warmup_s, end_s]. Throughput counts tokens emitted by steps that ended in
 the window; latencies use requests that arrived in the window: TTFT those that got a first token,
 with the ones still waiting at the end as lower bounds (Kaplan-Meier percentiles,
-`sim.metrics.stats.censored_quantile`); E2E those that completed, with the unfinished ones as
-lower bounds; TPOT those that completed. ITL is the duration
-of each decode step weighted by the requests it delivered tokens to (steps run back to back, so
-a request's gap between deliveries is the step it was in).
+`sim.metrics.stats.censored_quantile`); E2E those that completed, with the unfinished ones as lower
+bounds; TPOT those that completed. ITL is the duration of each decode step weighted by the requests
+it delivered tokens to (steps run back to back, so a request's gap between deliveries is the step it
+was in).
 """
 
 from __future__ import annotations
