@@ -4,7 +4,9 @@ With `lm_head: unit`, every GPU of the unit holds vocab / GPUs rows of the head.
 the sampled hidden states of every attention rank to every GPU, each GPU computes its slice of
 the logits for all of them, and an all-gather over the unit assembles the full vocabulary
 before each rank samples its own rows. The GEMM reads 1/GPUs of the weights for all the unit's
-rows; the two gathers move BF16 hidden states and logits over NVLink inside a node, RDMA across.
+rows. SGLang lays the gathered hidden states back to back (its logits metadata always uses the
+sum-len layout, `sim.cost.comm_ops.dp_gather`), so they arrive by an all-reduce; the logits by
+an all-gather; both in BF16, over NVLink inside a node, RDMA across.
 With `lm_head: rank` the head is each rank's own work (`ServingCostModel._head`).
 """
 
@@ -42,11 +44,10 @@ def unit_head(
     logits = rows * m.vocab_size * comm.BF16
     share = (gpus - 1) / gpus  # each GPU receives every other GPU's part of the full tensor
     gather = combine(
-        *(
-            pr.link("all_gather", {"bytes": full, "gpus": gpus, "link": link.name},
-                    full * share, link.bytes_per_s)
-            for full in (hidden, logits)
-        )
+        pr.link("all_reduce", {"bytes": hidden, "gpus": gpus, "link": link.name},
+                2 * share * hidden, link.bytes_per_s),
+        pr.link("all_gather", {"bytes": logits, "gpus": gpus, "link": link.name},
+                share * logits, link.bytes_per_s),
     )  # fmt: skip
     head = gemm(pr, c, rows, m.hidden_size, m.vocab_size // gpus, "bf16")
     return {"lm_head": head, "logits_gather": gather}

@@ -55,11 +55,12 @@ def test_unit_head_frees_memory_on_every_gpu() -> None:
 
 
 def test_unit_head_gathers_the_logits_over_the_unit() -> None:
-    """EP16 over two nodes: the gathers cross RDMA; each GPU receives 15/16 of every rank's
-    hidden states and of the full-vocabulary logits (BF16)."""
+    """EP16 over two nodes: the gathers cross RDMA; the hidden states arrive by a ring
+    all-reduce of the ranks' rows back to back (2 x 15/16 of them, BF16), the logits by an
+    all-gather (15/16 of the full vocabulary's, BF16)."""
     step = model("unit").step_cost(decode_step(16, 128))
     rows = 16 * 128
-    nbytes = rows * (V3.hidden_size + V3.vocab_size) * 2.0 * 15 / 16
+    nbytes = rows * (2 * V3.hidden_size + V3.vocab_size) * 2.0 * 15 / 16
     r = H800_RL.roofline
     link = H800.nic_gb_s * 1e9 * r.comm_link_efficiency.value
     launches = 2 * r.launch_overhead_us.value * 1e-6
