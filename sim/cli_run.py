@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.markup import escape
 from rich.progress import Progress
@@ -19,6 +20,7 @@ from sim.cli_format import num, pct, with_ci
 from sim.cli_physics import check_output_paths, output_console
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results
+from sim.metrics.stats import paired_ratio_ci95
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import Scenario
 
@@ -70,7 +72,27 @@ def results_table(scenario: Scenario, results: Results) -> Table:
     t.add_row("layout", *(_layout(scenario.deployment(d.name)) for d in results.deployments))
     for label, fn in ROWS:
         t.add_row(label, *(fn(d) for d in results.deployments))
+        if label == "output tok/s / GPU" and len(results.deployments) > 1:
+            base = results.deployments[0]
+            t.add_row(f"  vs {base.name} (paired)", *(vs(d, base) for d in results.deployments))
     return t
+
+
+def vs(d: DeploymentResults, base: DeploymentResults) -> str:
+    """Tokens per GPU as a multiple of `base`'s, with its 95% interval from the paired tenths
+    of the window (both ran on the same requests)."""
+    if d is base:
+        return "1"
+    a, b = d.output_tok_s_per_gpu_batches, base.output_tok_s_per_gpu_batches
+    paired = None if a is None or b is None else paired_ratio_ci95(np.array(a), np.array(b))
+    if paired is None:
+        ratio = (
+            d.output_tok_s_per_gpu / base.output_tok_s_per_gpu
+            if base.output_tok_s_per_gpu
+            else None
+        )
+        return "-" if ratio is None else f"{ratio:.3g}x"
+    return f"{paired[0]:.3g}x ±{paired[1]:.2g}"
 
 
 def breakdown_table(results: Results) -> Table:

@@ -84,6 +84,11 @@ class DeploymentResults(Spec):
         "batch means over the window: how much the figure depends on where the window falls "
         "(null when a tenth of the window saw no step).",
     )
+    output_tok_s_per_gpu_batches: list[float] | None = Field(
+        default=None,
+        description="output_tok_s_per_gpu in each tenth of the window (the batch means behind "
+        "the interval; deployments of one scenario share the parts, so they compare paired).",
+    )
     output_tok_s_per_node: float = Field(description="Output tokens per second per node.")
     input_tok_s: float = Field(description="Prompt tokens per second of requests prefilled.")
     input_tok_s_per_gpu: float = Field(description="Prompt tokens per second per GPU.")

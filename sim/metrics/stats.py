@@ -106,6 +106,21 @@ BATCHES = 10  # sub-windows of a batch-means interval
 T_975_9 = 2.262  # Student's t, 97.5th percentile, 9 degrees of freedom (BATCHES - 1)
 
 
+def batch_rates(
+    times: NDArray[np.float64], amounts: NDArray[np.float64], lo: float, hi: float
+) -> NDArray[np.float64] | None:
+    """The rate of `amounts` (per second) in each of BATCHES equal parts of [lo, hi], by the
+    time of each amount; None when some part holds no event."""
+    if hi <= lo:
+        return None
+    part = np.floor((times - lo) / (hi - lo) * BATCHES).astype(np.int64)
+    keep = (part >= 0) & (part < BATCHES)
+    if not keep.any() or (np.bincount(part[keep], minlength=BATCHES) == 0).any():
+        return None
+    sums = np.bincount(part[keep], weights=amounts[keep], minlength=BATCHES)
+    return sums.astype(np.float64) / ((hi - lo) / BATCHES)
+
+
 def batch_means_ci95(
     times: NDArray[np.float64], amounts: NDArray[np.float64], lo: float, hi: float
 ) -> float | None:
@@ -115,15 +130,23 @@ def batch_means_ci95(
     successive steps make the samples near independent; where a run moves in waves longer than
     a part, the interval is wide, which is the point: it says how much the figure depends on
     where the window falls. None when some part holds no event."""
-    if hi <= lo:
+    return rates_ci95(batch_rates(times, amounts, lo, hi))
+
+
+def rates_ci95(rates: NDArray[np.float64] | None) -> float | None:
+    """Half-width of the 95% interval of the mean of `rates`, one per part (None: no rates)."""
+    return None if rates is None else float(T_975_9 * rates.std(ddof=1) / np.sqrt(rates.size))
+
+
+def paired_ratio_ci95(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[float, float] | None:
+    """Ratio of two rates measured over the same parts of one window (two deployments on the
+    same requests), mean(a) / mean(b), and the half-width of its 95% interval. Pairing the
+    parts cancels what both share (a burst of arrivals, a wave of long prompts), so the ratio
+    is surer than either rate. Ratio estimator: the spread of a_i - R b_i over sqrt(n) mean(b),
+    Student's t. None without a positive mean(b)."""
+    mb = float(b.mean())
+    if mb <= 0 or a.size != b.size or a.size < 2:
         return None
-    part = np.floor((times - lo) / (hi - lo) * BATCHES).astype(np.int64)
-    keep = (part >= 0) & (part < BATCHES)
-    if not keep.any():
-        return None
-    counts = np.bincount(part[keep], minlength=BATCHES)
-    if (counts == 0).any():
-        return None
-    sums = np.bincount(part[keep], weights=amounts[keep], minlength=BATCHES)
-    rates = sums.astype(np.float64) / ((hi - lo) / BATCHES)
-    return float(T_975_9 * rates.std(ddof=1) / np.sqrt(BATCHES))
+    ratio = float(a.mean()) / mb
+    spread = (a - ratio * b).std(ddof=1) / (np.sqrt(a.size) * mb)
+    return ratio, float(T_975_9 * spread)

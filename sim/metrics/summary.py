@@ -20,11 +20,12 @@ from sim.engine.pool import Pool
 from sim.metrics.requests import BoolArray, RequestLatencies, request_latencies
 from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut
 from sim.metrics.stats import (
-    batch_means_ci95,
+    batch_rates,
     censored_percentiles,
     censored_quantile,
     percentiles,
     quantile,
+    rates_ci95,
     weighted_percentiles,
 )
 from sim.specs.deployment import PdDeployment
@@ -182,6 +183,7 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         emitted += int(tokens[ends >= lo].sum())
         step_ends.append(ends)
         step_tokens.append(tokens.astype(np.float64))
+    rates = batch_rates(np.concatenate(step_ends), np.concatenate(step_tokens), lo, hi)
     prefilled = (first >= lo) & (first <= hi)
     input_tok_s = float(in_len[prefilled].sum()) / window
     counts = _counts(out, lat.after_warmup)
@@ -201,9 +203,8 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         nodes=nodes,
         output_tok_s=output_tok_s,
         output_tok_s_per_gpu=output_tok_s / gpus,
-        output_tok_s_per_gpu_ci95=_per(
-            batch_means_ci95(np.concatenate(step_ends), np.concatenate(step_tokens), lo, hi), gpus
-        ),
+        output_tok_s_per_gpu_ci95=_per(rates_ci95(rates), gpus),
+        output_tok_s_per_gpu_batches=None if rates is None else (rates / gpus).tolist(),
         output_tok_s_per_node=output_tok_s / nodes,
         input_tok_s=input_tok_s,
         input_tok_s_per_gpu=input_tok_s / gpus,

@@ -4,7 +4,7 @@ and the batch-means interval of a run's throughput."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -89,3 +89,31 @@ def test_run_table_prints_the_interval_and_warns_when_wide() -> None:
     assert noisy_note(cast(Results, SimpleNamespace(deployments=[d]))) is None
     note = noisy_note(cast(Results, SimpleNamespace(deployments=[d, e])))
     assert note is not None and "b ±20%" in note and "a ±" not in note
+
+
+def test_paired_ratio_of_two_deployments() -> None:
+    from sim.metrics.stats import T_975_9, paired_ratio_ci95
+
+    base = np.array([100.0, 120.0, 80.0, 110.0, 90.0, 100.0, 130.0, 70.0, 100.0, 100.0])
+    # a deployment 1.5x as fast in every part: the shared swings cancel, the ratio is exact
+    ratio, half = paired_ratio_ci95(1.5 * base, base)  # type: ignore[misc]
+    assert ratio == pytest.approx(1.5) and half == pytest.approx(0.0, abs=1e-12)
+    # by hand: ratio of means, spread of a_i - R b_i over sqrt(n) mean(b), Student's t
+    other = base + np.array([10.0, -10.0, 5.0, -5.0, 0.0, 10.0, -10.0, 5.0, -5.0, 0.0])
+    ratio, half = paired_ratio_ci95(other, base)  # type: ignore[misc]
+    r = other.mean() / base.mean()
+    want = T_975_9 * (other - r * base).std(ddof=1) / (np.sqrt(10) * base.mean())
+    assert ratio == pytest.approx(r) and half == pytest.approx(want)
+    assert paired_ratio_ci95(other, np.zeros(10)) is None
+
+
+def test_run_table_compares_each_deployment_with_the_first() -> None:
+    from sim.cli_run import vs
+
+    base = SimpleNamespace(output_tok_s_per_gpu=100.0, output_tok_s_per_gpu_batches=[100.0] * 10)
+    rates = [150.0, 160.0, 140.0, 150.0, 150.0, 155.0, 145.0, 150.0, 150.0, 150.0]
+    d = SimpleNamespace(output_tok_s_per_gpu=150.0, output_tok_s_per_gpu_batches=rates)
+    assert vs(cast(Any, base), cast(Any, base)) == "1"
+    assert vs(cast(Any, d), cast(Any, base)).startswith("1.5x ±0.0")
+    bare = SimpleNamespace(output_tok_s_per_gpu=150.0, output_tok_s_per_gpu_batches=None)
+    assert vs(cast(Any, bare), cast(Any, base)) == "1.5x"  # no parts kept: the plain ratio

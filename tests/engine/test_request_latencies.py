@@ -103,6 +103,10 @@ def test_summary_reports_exactly_these_latencies(run: Any) -> None:
         tokens = np.concatenate([g.column("output_tokens") for g in logs]).astype(float)
         ci = batch_means_ci95(ends, tokens, out.warmup_s, out.end_s)
         assert ci is not None and d.output_tok_s_per_gpu_ci95 == pytest.approx(ci / d.gpus)
+        # the ten parts' rates average to the window's throughput
+        parts = d.output_tok_s_per_gpu_batches
+        assert parts is not None and len(parts) == 10
+        assert np.mean(parts) == pytest.approx(d.output_tok_s_per_gpu)
         # goodput: requests finished in the window within both targets (the population of the
         # request throughput, so the two agree when every request meets the SLO)
         t, n = out.table, out.table.size
