@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import streamlit as st
 
 from app import charts
 from app.units import ms
 from app.workers import WAITING
 from sim.api import DeploymentResults, Results
+from sim.metrics.stats import paired_ratio_ci95
 
 
 @dataclass(frozen=True)
@@ -28,13 +30,15 @@ class Card:
     bound: Callable[[DeploymentResults], float | None] = lambda d: None
     # half-width of the value's 95% interval, shown as '±N%' after it
     spread: Callable[[DeploymentResults], float | None] = lambda d: None
+    # compared with the baseline part by part of the window (throughput: the same requests)
+    paired: bool = False
 
 
 CARDS = (
     Card("out tok/s/GPU", lambda d: d.output_tok_s_per_gpu, "{:,.0f}", True,
          "Generated tokens per second per GPU over the measurement window; ± the half-width "
          "of its 95% interval from ten batch means (wide: the figure depends on the window).",
-         spread=lambda d: d.output_tok_s_per_gpu_ci95),
+         spread=lambda d: d.output_tok_s_per_gpu_ci95, paired=True),
     Card("TTFT p90 ms", lambda d: ms(d.ttft_s.p90), "{:,.0f}", False,
          "Time to first token; requests still waiting at the end count as at least their wait "
          "(Kaplan-Meier). '>' marks a p90 beyond every first token seen.",
@@ -72,6 +76,17 @@ def _delta(value: float | None, base: float | None) -> str | None:
     return f"{(value - base) / abs(base):+.0%} vs baseline"
 
 
+def card_delta(c: Card, d: DeploymentResults, base: DeploymentResults) -> str | None:
+    """A card's change against the baseline; for throughput, with the 95% interval of the
+    paired comparison (both ran on the same requests, part by part of the window)."""
+    a, b = d.output_tok_s_per_gpu_batches, base.output_tok_s_per_gpu_batches
+    if c.paired and a is not None and b is not None:
+        paired = paired_ratio_ci95(np.array(a), np.array(b))
+        if paired is not None:
+            return f"{paired[0] - 1:+.0%} ±{paired[1]:.0%} vs baseline"
+    return _delta(c.value(d), c.value(base))
+
+
 def metric_cards(results: Results) -> None:
     """One row per deployment, one card per metric; deltas against the first deployment."""
     deps = results.deployments
@@ -79,10 +94,9 @@ def metric_cards(results: Results) -> None:
     for d in deps:
         st.markdown(f"**{d.name}** · {d.gpus} GPUs" + (" · baseline" if d is base else ""))
         for col, c in zip(st.columns(len(CARDS)), CARDS, strict=True):
-            v = c.value(d)
             col.metric(
                 c.label, card_text(c, d),
-                delta=None if d is base else _delta(v, c.value(base)), help=c.help,
+                delta=None if d is base else card_delta(c, d, base), help=c.help,
                 delta_color="normal" if c.higher_is_better else "inverse", border=True,
             )  # fmt: skip
 

@@ -84,6 +84,13 @@ def test_ttft_card_shows_a_bound_when_the_percentile_lies_beyond_the_samples(
     assert results_view.card_text(tput, shown) == "464 ±2.6%"
     bare = d.model_copy(update={"output_tok_s_per_gpu": 464.0, "output_tok_s_per_gpu_ci95": None})
     assert results_view.card_text(tput, bare) == "464"
+    # against the baseline, throughput's change carries the paired interval
+    parts = [100.0, 110.0, 90.0, 100.0, 105.0, 95.0, 100.0, 100.0, 110.0, 90.0]
+    base = d.model_copy(update={"output_tok_s_per_gpu_batches": parts})
+    faster = d.model_copy(update={"output_tok_s_per_gpu_batches": [1.2 * x for x in parts]})
+    assert results_view.card_delta(tput, faster, base) == "+20% ±0% vs baseline"
+    ttft_card = next(c for c in results_view.CARDS if c.label == "TTFT p90 ms")
+    assert results_view.card_delta(ttft_card, faster, base) == "+0% vs baseline"
     # the waiting requests the TTFT curves leave out are named under them
     assert results_view.waiting_note({"a": [], "b": []}) is None
     note = results_view.waiting_note({"a": [], "b": [3.0, 12.5]})
