@@ -14,8 +14,7 @@ import streamlit as st
 from app import charts
 from app.units import ms
 from app.workers import WAITING
-from sim.api import DeploymentResults, Results
-from sim.metrics.stats import paired_ratio_ci95
+from sim.api import DeploymentResults, Results, paired_ratio_ci95
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from sim.metrics import (
     request_latencies,
 )
 from sim.metrics.notes import run_notes
+from sim.metrics.stats import paired_ratio_ci95
 from sim.run import load_profile_for, run_scenario, simulate_scenario, summarize_scenario
 
 # sweeps and capacity search
@@ -91,6 +92,7 @@ __all__ = [
     "mla",
     "model_decode_intensity",
     "model_names",
+    "paired_ratio_ci95",
     "parse_profile",
     "parse_scenario",
     "plan_memory",
