@@ -8,13 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import streamlit as st
 
 from app import charts
 from app.units import ms
 from app.workers import WAITING
-from sim.api import DeploymentResults, Results, paired_ratio_ci95
+from sim.api import DeploymentResults, Results, throughput_vs
 
 
 @dataclass(frozen=True)
@@ -78,11 +77,9 @@ def _delta(value: float | None, base: float | None) -> str | None:
 def card_delta(c: Card, d: DeploymentResults, base: DeploymentResults) -> str | None:
     """A card's change against the baseline; for throughput, with the 95% interval of the
     paired comparison (both ran on the same requests, part by part of the window)."""
-    a, b = d.output_tok_s_per_gpu_batches, base.output_tok_s_per_gpu_batches
-    if c.paired and a is not None and b is not None:
-        paired = paired_ratio_ci95(np.array(a), np.array(b))
-        if paired is not None:
-            return f"{paired[0] - 1:+.0%} ±{paired[1]:.0%} vs baseline"
+    paired = throughput_vs(d, base) if c.paired else None
+    if paired is not None:
+        return f"{paired[0] - 1:+.0%} ±{paired[1]:.0%} vs baseline"
     return _delta(c.value(d), c.value(base))
 
 

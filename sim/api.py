@@ -40,9 +40,9 @@ from sim.metrics import (
     RequestLatencies,
     Results,
     request_latencies,
+    throughput_vs,
 )
 from sim.metrics.notes import run_notes
-from sim.metrics.stats import paired_ratio_ci95
 from sim.run import load_profile_for, run_scenario, simulate_scenario, summarize_scenario
 
 # sweeps and capacity search
@@ -92,7 +92,6 @@ __all__ = [
     "mla",
     "model_decode_intensity",
     "model_names",
-    "paired_ratio_ci95",
     "parse_profile",
     "parse_scenario",
     "plan_memory",
@@ -107,4 +106,5 @@ __all__ = [
     "search_count",
     "simulate_scenario",
     "summarize_scenario",
+    "throughput_vs",
 ]

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.markup import escape
 from rich.progress import Progress
@@ -19,8 +18,7 @@ from rich.table import Table
 from sim.cli_format import num, pct, with_ci
 from sim.cli_physics import check_output_paths, output_console
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
-from sim.metrics.results import DeploymentResults, Results
-from sim.metrics.stats import paired_ratio_ci95
+from sim.metrics.results import DeploymentResults, Results, throughput_vs
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import Scenario
 
@@ -83,8 +81,7 @@ def vs(d: DeploymentResults, base: DeploymentResults) -> str:
     of the window (both ran on the same requests)."""
     if d is base:
         return "1"
-    a, b = d.output_tok_s_per_gpu_batches, base.output_tok_s_per_gpu_batches
-    paired = None if a is None or b is None else paired_ratio_ci95(np.array(a), np.array(b))
+    paired = throughput_vs(d, base)
     if paired is None:
         ratio = (
             d.output_tok_s_per_gpu / base.output_tok_s_per_gpu

@@ -1,7 +1,13 @@
 """From a simulated run to reported figures: `summarize()` -> `DeploymentResults` / `Results`."""
 
 from sim.metrics.requests import RequestLatencies, request_latencies
-from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut, Results
+from sim.metrics.results import (
+    DeploymentResults,
+    PoolResults,
+    RequestCountsOut,
+    Results,
+    throughput_vs,
+)
 from sim.metrics.stats import Percentiles
 from sim.metrics.summary import summarize
 
@@ -14,4 +20,5 @@ __all__ = [
     "Results",
     "request_latencies",
     "summarize",
+    "throughput_vs",
 ]

@@ -10,9 +10,10 @@ pool's own.
 
 from __future__ import annotations
 
+import numpy as np
 from pydantic import Field
 
-from sim.metrics.stats import Percentiles
+from sim.metrics.stats import Percentiles, paired_ratio_ci95
 from sim.specs.base import Spec
 
 # Below this share of the window's requests finished, TPOT and an SLO verdict rest on the
@@ -165,3 +166,13 @@ class Results(Spec):
             if d.name == name:
                 return d
         raise KeyError(f"no deployment {name!r}: known are {[d.name for d in self.deployments]}")
+
+
+def throughput_vs(d: DeploymentResults, base: DeploymentResults) -> tuple[float, float] | None:
+    """`d`'s tokens per GPU as a multiple of `base`'s, and the half-width of its 95% interval
+    from the paired tenths of the window (deployments of one scenario run on the same
+    requests); None when either lacks the parts."""
+    a, b = d.output_tok_s_per_gpu_batches, base.output_tok_s_per_gpu_batches
+    if a is None or b is None:
+        return None
+    return paired_ratio_ci95(np.array(a), np.array(b))
