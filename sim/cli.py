@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 from sim import cli_memory, cli_physics
 from sim.cli_catalog import register as register_catalog
@@ -19,11 +19,36 @@ from sim.cli_check import register as register_check
 from sim.cli_run import register as register_run
 from sim.cli_search import register as register_search
 
+
+def _flags_without_placeholder(params: Any) -> Any:
+    """Typer's rich help prints a type placeholder after every option, so `--json <bool>` read
+    as if the flag took a value: flags get an empty metavar instead."""
+    for p in params:  # typer's own click classes: duck-typed
+        if getattr(p, "is_flag", False) and p.metavar is None:
+            p.metavar = ""
+    return params
+
+
+class FlagsTakeNoValue(TyperCommand):
+    """A command whose help shows no value after a flag."""
+
+    def get_params(self, ctx: Any) -> Any:
+        return _flags_without_placeholder(super().get_params(ctx))
+
+
+class GroupFlagsTakeNoValue(TyperGroup):
+    """The `mlasim` group itself: its `--help` is a flag too."""
+
+    def get_params(self, ctx: Any) -> Any:
+        return _flags_without_placeholder(super().get_params(ctx))
+
+
 app = typer.Typer(
     name="mlasim",
     help="Simulate GPU clusters serving MLA + MoE models; compare deployments.",
     no_args_is_help=True,
     add_completion=False,
+    cls=GroupFlagsTakeNoValue,
 )
 console = Console()
 APP_MODULES = ("streamlit", "plotly", "pandas")  # the `app` extra in pyproject.toml
@@ -81,18 +106,6 @@ def run_app(port: int = typer.Option(8501, help="Local port.")) -> None:
 register_run(app)
 register_check(app)
 register_search(app)
-
-
-class FlagsTakeNoValue(TyperCommand):
-    """A command whose help shows no value after a flag: typer's rich help prints a type
-    placeholder for every option, so `--json <bool>` read as if the flag took a value."""
-
-    def get_params(self, ctx: Any) -> Any:
-        params = super().get_params(ctx)
-        for p in params:  # typer's own click classes: duck-typed
-            if getattr(p, "is_flag", False) and p.metavar is None:
-                p.metavar = ""
-        return params
 
 
 for _command in app.registered_commands:

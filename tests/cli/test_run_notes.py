@@ -119,10 +119,11 @@ def test_problems_found_before_the_run(tmp_path: Path, monkeypatch: Any) -> None
     assert "step time" not in res.output  # refused before simulating
 
 
-@pytest.mark.parametrize("command", ["run", "check", "sweep", "capacity", "memory", "gpus"])
+@pytest.mark.parametrize("command", ["", "run", "check", "sweep", "capacity", "memory", "gpus"])
 def test_help_shows_no_value_after_a_flag(command: str) -> None:
     from sim.cli import app
 
-    res = CliRunner(env={"COLUMNS": "120"}).invoke(app, [command, "--help"])
+    args = [command, "--help"] if command else ["--help"]  # "": the mlasim group itself
+    res = CliRunner(env={"COLUMNS": "120"}).invoke(app, args)
     assert res.exit_code == 0 and "--help" in res.output
     assert "<bool>" not in res.output
