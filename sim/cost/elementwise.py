@@ -21,6 +21,9 @@ an intermediate width, `E` routed experts, `k` experts per token); bytes per tok
   gate_up (d) and down (i). Only with FP8 (or FP4) weights, whose GEMMs take FP8 activations.
   The router GEMM and lm_head stay BF16 (not quantised); the routed experts' gate_up input comes
   FP8 from the EP dispatch.
+- Kimi K3's MLA output gate: sigmoid of the gate projection times the attention output,
+  before o_proj: reads both, writes one: 3 x 2 H d_v B. Its projection shares the layer input's
+  FP8 quant with q_a/kv_a.
 - MoE router (sigmoid scores, bias, group-limited top-k, `moe_fused_gate`): reads fp32 logits
   [E], writes fp32 weights + int32 ids [k]: 4E + 8k B. MoE layers only.
 - SiLU-and-mul after gate_up (shared experts, dense MLP): reads [2i], writes [i]: 6i B. Routed
@@ -40,8 +43,8 @@ table point comes back exactly. Without a table an op is roofline-priced (profil
 efficiency plus one launch overhead per kernel).
 
 Not counted: the norms' weight vectors (read once per kernel, not per token), the indexer's
-own norm and quant (DSA), KDA layers' gates and convolutions, Kimi K3's output gate, per-tensor
-quant in front of FP8 absorb bmms (the bmms are priced BF16).
+own norm and quant (DSA), KDA layers' gates and convolutions, per-tensor quant in front of FP8
+absorb bmms (the bmms are priced BF16).
 """
 
 from __future__ import annotations
@@ -103,6 +106,11 @@ def silu_mul_quant_bytes(i: float) -> float:
     return BF16 * 2 * i + FP8_VALUE * i
 
 
+def gate_bytes(width: int) -> float:
+    """sigmoid(gate) x attention output: reads both, writes the gated output (BF16)."""
+    return BF16 * 3 * width
+
+
 def router_bytes(experts: int, topk: int) -> float:
     return 4.0 * experts + 8.0 * topk
 
@@ -144,6 +152,7 @@ def attention_kernels(c: RankContext, s: RankSegments, layers: int) -> list[Kern
         expanded = float(np.sum(s.k[expand]))  # kv_b runs over every expanded cached token
         add("quant_kv_b_input", quant_bytes(mm.kv_lora_rank), expanded, on=fp8 and expanded > 0)
         add("quant_o_proj_input", quant_bytes(h * mm.v_head_dim), on=fp8)
+        add("output_gate", gate_bytes(h * mm.v_head_dim), on=mm.output_gate)
     else:
         g = m.gqa_spec
         kvh = max(1, g.num_kv_heads // c.tp)

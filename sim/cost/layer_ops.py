@@ -151,6 +151,8 @@ def mla_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
     ]
     if mm.q_lora_rank:
         proj.append(gemm(pr, c, t, d, mm.q_lora_rank))
+    if mm.output_gate:  # Kimi K3: sigmoid(x W_g) gates the heads' outputs before o_proj
+        proj.append(gemm(pr, c, t, d, h * mm.v_head_dim))
     ops: dict[str, OpTime] = {"attn_proj": combine(*proj)}
 
     absorbed = (s.path == ABSORB) | (s.path == SPARSE_ABSORB)

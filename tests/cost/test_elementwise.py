@@ -252,3 +252,11 @@ def test_mtp_draft_counts_its_layer_kernels(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(serving, "draft_elementwise", lambda *a: ew.price(cm.pricer, []))
     cm2 = ServingCostModel(V3, H200, d, H200_RL)
     assert with_ew - cm2._rank_ops(s)["mtp_draft"].seconds == pytest.approx(alone, rel=1e-9)
+
+
+def test_kimi_k3_output_gate_kernel_reads_gate_and_output() -> None:
+    k3 = by_name(ew.rank_kernels(ctx(K3, nodes=16), decode(2)))
+    hv = K3.num_heads * K3.mla_spec.v_head_dim  # heads on the GPU: attention TP 1
+    assert k3["output_gate"].bytes_per_token == 3 * 2 * hv
+    assert k3["output_gate"].layers == K3.attention_layers
+    assert "output_gate" not in by_name(ew.rank_kernels(ctx(), decode(2)))  # V3 has no gate

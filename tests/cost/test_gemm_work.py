@@ -121,3 +121,24 @@ def test_routed_experts_read_the_distinct_experts_their_pairs_land_on() -> None:
     t = routed_gemms(cm.pricer, V3, d, 8.0, decode_only=True).seconds
     assert t == pytest.approx((weights + activations) / H200.hbm_bytes_per_s, rel=1e-9)
     assert experts_touched(32, 0.0) == 0.0 and experts_touched(1, 5.0) == 1.0
+
+
+def test_kimi_k3_output_gate_is_a_projection_the_size_of_o_proj() -> None:
+    """K3's MLA layers gate the heads' outputs: a d -> H d_v GEMM (o_proj's shape transposed)
+    and a sigmoid-multiply kernel; a model without the gate prices neither."""
+    k3 = load_model("kimi-k3")
+    mla, d = k3.mla_spec, k3.hidden_size
+    no_gate = k3.model_copy(update={"mla": mla.model_copy(update={"output_gate": False})})
+    dep = Deployment(name="dp", nodes=16, attn_tp=1)
+    hv = k3.num_heads * mla.v_head_dim
+    seen = {}
+    for name, model in (("gate", k3), ("none", no_gate)):
+        cm = ServingCostModel(model, H200, dep)
+        calls = spied(cm)
+        step = cm.step_cost(decode(128, 64, 4096))
+        seen[name] = (gemms(calls, d, hv), gemms(calls, hv, d), step.ops["attn_proj"].seconds)
+    # KDA layers project d -> H d_v too: the gate is the one call more than without it
+    assert len(seen["gate"][0]) == len(seen["none"][0]) + 1
+    o_flops = {c[2] for c in seen["gate"][1]}
+    assert len(o_flops) == 1 and {c[2] for c in seen["gate"][0]} == o_flops  # o_proj's FLOPs
+    assert seen["gate"][2] > seen["none"][2]
