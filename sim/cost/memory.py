@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from sim.cost.intensity import FP8_MLA_BYTES_PER_TOKEN_LAYER
-from sim.cost.params import layer_params, linear_attention_params, mtp_module_params
+from sim.cost.params import layer_params, linear_attention_params
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GB, GpuSpec
 from sim.specs.model import ModelSpec
@@ -20,6 +20,7 @@ from sim.specs.model import ModelSpec
 # FP4 (MXFP4) with one 8-bit scale per 32 values.
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0 + 4.0 / (128 * 128), "fp4": 0.5 + 1.0 / 32}
 FP32_SCALE_BYTES = 4.0
+BF16_BYTES = 2.0
 
 
 def indexer_bytes_per_token_layer(model: ModelSpec) -> float:
@@ -51,10 +52,17 @@ def kv_bytes_per_token_layer(model: ModelSpec, kv_dtype: str) -> float:
     return (1.0 if kv_dtype == "fp8" else 2.0) * model.kv_elems_per_token_per_layer
 
 
+def draft_modules(model: ModelSpec, deployment: Deployment) -> int:
+    """MTP modules held with MTP on: the model's own, or for a model that ships none one
+    assumed module of the same shape (one MoE decoder layer), as the step prices its draft."""
+    if not deployment.mtp_draft_tokens:
+        return 0
+    return model.mtp_layers or 1
+
+
 def cached_layers(model: ModelSpec, deployment: Deployment) -> int:
     """Layers whose KV grows with context: attention layers, plus MTP layers when MTP is on."""
-    mtp = model.mtp_layers if deployment.mtp_draft_tokens else 0
-    return model.attention_layers + mtp
+    return model.attention_layers + draft_modules(model, deployment)
 
 
 def kv_bytes_per_token(model: ModelSpec, deployment: Deployment) -> float:
@@ -82,26 +90,25 @@ def state_bytes_per_request_per_gpu(model: ModelSpec, deployment: Deployment) ->
 
 
 def weight_bytes_per_gpu(model: ModelSpec, deployment: Deployment) -> float:
-    """Weights one GPU holds: attention split by attention TP, experts by EP x TP."""
+    """Weights one GPU holds: attention split by attention TP, experts by EP x TP; the MoE
+    routers and the MTP modules' eh_proj stay BF16 (unquantised in the FP8 checkpoints)."""
     d = deployment
     lp = layer_params(model)
-    wb = WEIGHT_BYTES[d.weight_dtype]
     moe = model.moe
-    attn = model.attention_layers * (lp.attn_sharded / d.attn_tp + lp.attn_replicated)
+    attn_layer = lp.attn_sharded / d.attn_tp + lp.attn_replicated
+    attn = model.attention_layers * attn_layer
     attn += (model.num_layers - model.attention_layers) * linear_attention_params(model) / d.attn_tp
     local_experts = math.ceil((moe.n_routed_experts + d.eplb_redundant_experts) / d.ep)
-    moe_layer = (local_experts * lp.routed_expert + lp.shared_experts) / d.moe_tp + lp.router
+    experts = (local_experts * lp.routed_expert + lp.shared_experts) / d.moe_tp
     dense_split = {"tp": d.attn_tp, "dp": 1, "unit": d.gpus}[d.dense_ffn]
-    ffn = model.moe_layers * moe_layer + moe.first_dense_layers * lp.dense_mlp / dense_split
-    mtp = 0.0
-    if d.mtp_draft_tokens and model.mtp_layers:
-        non_expert = mtp_module_params(model) - moe.n_routed_experts * lp.routed_expert
-        mtp = model.mtp_layers * (
-            non_expert / d.attn_tp + local_experts * lp.routed_expert / d.moe_tp
-        )
+    ffn = model.moe_layers * experts + moe.first_dense_layers * lp.dense_mlp / dense_split
+    mtp = draft_modules(model, d)  # each one more MoE decoder layer, plus its 2d -> d eh_proj
+    quantised = attn + ffn + mtp * (attn_layer + experts)
+    bf16 = (model.moe_layers + mtp) * lp.router + mtp * 2 * model.hidden_size**2
     table = model.vocab_size * model.hidden_size * 2.0  # BF16, vocab-parallel
     head_split = d.gpus if d.lm_head == "unit" else d.attn_tp
-    return (attn + ffn + mtp) * wb + table / d.attn_tp + table / head_split
+    wb = WEIGHT_BYTES[d.weight_dtype]
+    return quantised * wb + bf16 * BF16_BYTES + table / d.attn_tp + table / head_split
 
 
 def _fit_hint(weight_dtype: str) -> str:

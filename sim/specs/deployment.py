@@ -52,8 +52,8 @@ class Deployment(Spec):
         description="Dense MLP layers (the first dense layers): 'tp' (vLLM; SGLang's "
         "--moe-dense-tp-size 1 under DP attention) shards them over the attention TP group, so "
         "a DP-attention rank holds them whole; 'dp' replicates them; 'unit' (SGLang's default) "
-        "shards them over all the unit's GPUs, which gather every rank's hidden states in each "
-        "dense layer and reduce-scatter the outputs back.",
+        "shards them over all the unit's GPUs, which gather every rank's hidden states and "
+        "scatter the summed outputs back in each dense layer.",
     )
     lm_head: Literal["rank", "unit"] = Field(
         default="rank",
@@ -67,7 +67,12 @@ class Deployment(Spec):
         default="bf16", description="KV cache dtype ('fp8' uses FlashMLA's 656 B layout)."
     )
     mtp_draft_tokens: int = Field(
-        default=0, ge=0, le=8, description="MTP draft tokens verified per decode step (0 = off)."
+        default=0,
+        ge=0,
+        le=8,
+        description="MTP draft tokens verified per decode step (0 = off). A model "
+        "that ships no MTP module (mtp_layers 0) drafts with an assumed one of the same shape "
+        "as DeepSeek's (one MoE decoder layer), whose weights and KV are counted.",
     )
     mtp_acceptance: tuple[float, ...] = Field(
         default=(),
@@ -83,7 +88,10 @@ class Deployment(Spec):
         "'flops_optimal' picks the cheaper path per request by FLOPs.",
     )
     two_batch_overlap: bool = Field(
-        default=False, description="Split each step into two micro-batches to hide EP comms."
+        default=False,
+        description="Split steps into two micro-batches to hide EP comms: only with EP, and only "
+        "in steps where every busy rank decodes or every busy rank extends, as SGLang does; "
+        "other steps run whole.",
     )
     eplb_redundant_experts: int = Field(
         default=0, ge=0, description="Redundant expert replicas placed by EPLB (0 = no EPLB)."
@@ -214,7 +222,10 @@ class PdDeployment(Spec):
         description="The decode pool; its role is set to 'decode' (leave `role` out)."
     )
     kv_transfer_gb_s: float | None = Field(
-        default=None, gt=0, description="Per-GPU KV transfer bandwidth (default: the GPU's NIC)."
+        default=None,
+        gt=0,
+        description="KV transfer bandwidth of each prefill attention rank's link, GB/s "
+        "(default: one GPU's NIC).",
     )
 
     @model_validator(mode="before")

@@ -18,8 +18,8 @@ from sim.cost.dispatch import (
     choose_paths,
     policy_names,
 )
-from sim.cost.memory import kv_dup_factor, plan_memory
-from sim.cost.params import total_params
+from sim.cost.memory import WEIGHT_BYTES, kv_dup_factor, plan_memory
+from sim.cost.params import layer_params, total_params
 from sim.specs import Deployment
 
 V3, V32, QWEN = (
@@ -59,6 +59,25 @@ def test_mtp_and_fp8_and_dsa_change_bytes_per_token() -> None:
     assert fp8.kv_bytes_per_token_per_gpu == 656 * 61
     dsa = plan_memory(V32, H200, Deployment(name="d"))
     assert dsa.kv_bytes_per_token_per_gpu == (1152 + 132) * 61
+
+
+def test_mtp_on_a_model_without_mtp_modules_holds_an_assumed_one() -> None:
+    """Qwen3 ships no MTP module: drafting holds one of DeepSeek's shape (an MoE decoder layer
+    and its 2d -> d projection), its weights and its layer's KV, as the step prices it."""
+    qwen = load_model("qwen3-235b-a22b")
+    assert qwen.mtp_layers == 0
+    dep = Deployment(name="tp8", attn_tp=8, moe_tp=8)
+    base = plan_memory(qwen, H200, dep)
+    mtp = plan_memory(qwen, H200, dep.model_copy(update={"mtp_draft_tokens": 1}))
+    layers = qwen.attention_layers
+    assert mtp.kv_bytes_per_token_per_gpu == pytest.approx(
+        base.kv_bytes_per_token_per_gpu * (layers + 1) / layers
+    )
+    lp, d = layer_params(qwen), qwen.hidden_size
+    fp8_params = lp.attn_sharded / 8 + lp.attn_replicated + 128 * lp.routed_expert / 8
+    bf16_params = lp.router + 2 * d * d  # router and eh_proj stay BF16
+    extra = mtp.weights_bytes_per_gpu - base.weights_bytes_per_gpu
+    assert extra == pytest.approx(fp8_params * WEIGHT_BYTES["fp8"] + 2 * bf16_params, rel=1e-9)
 
 
 def test_gqa_duplicates_only_beyond_kv_heads() -> None:
