@@ -19,7 +19,7 @@ from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
 from sim.specs.profile import Profile
 from sim.specs.scenario import Scenario
-from sim.specs.workload import TraceWorkload, longest_length
+from sim.specs.workload import TraceWorkload, length_bounds, longest_length
 
 CostFactory = Callable[[ModelSpec, GpuSpec, Deployment, Profile | None], ServingCost]
 ProgressFn = Callable[[str, float], None]  # (deployment name, fraction of the run done)
@@ -50,17 +50,25 @@ def load_profile_for(scenario: Scenario) -> Profile | None:
 
 def check_context(scenario: Scenario, trace: Batch | None) -> None:
     """ValueError when the workload's longest request (prompt + answer, where the lengths are
-    bounded) exceeds the model's context, which a serving engine would refuse."""
+    bounded; else its shortest) exceeds the model's context, which a serving engine would
+    refuse."""
     w, limit = scenario.workload, load_model(scenario.model).max_position_tokens
     if trace is not None:
         longest, where = int((trace.input_tokens + trace.output_tokens).max()), "the trace"
     elif isinstance(w, TraceWorkload):
         return
     else:
+        where = "workload.input + workload.output"
+        shortest = length_bounds(w.input) + length_bounds(w.output)
         ends = longest_length(w.input), longest_length(w.output)
-        if ends[0] is None or ends[1] is None:
+        if ends[0] is None or ends[1] is None:  # unbounded: refuse only if none could fit
+            if shortest > limit:
+                raise ValueError(
+                    f"{where}: every request is at least {shortest:,} tokens (prompt + answer), "
+                    f"beyond {scenario.model}'s {limit:,}-token context; shorten them"
+                )
             return
-        longest, where = ends[0] + ends[1], "workload.input + workload.output"
+        longest = ends[0] + ends[1]
     if longest > limit:
         raise ValueError(
             f"{where}: requests up to {longest:,} tokens (prompt + answer) exceed "

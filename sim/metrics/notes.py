@@ -1,9 +1,10 @@
 """Notes on a run's figures, what a reader should know: `mlasim run` prints them under its
 tables and the app shows them above its cards.
 
-Each note is None when it does not apply. They say when a figure rests on little (most requests
-unfinished, a noisy window, users moving in step), when a time was extrapolated or measured on
-a CPU, and why requests were rejected.
+Each note is None when it does not apply. They say when a figure rests on little (no request in
+the window, most requests unfinished, a noisy window, users moving in step), when the load
+exceeds what a deployment serves, when a time was extrapolated or measured on a CPU, and why
+requests were rejected.
 """
 
 from __future__ import annotations
@@ -58,13 +59,37 @@ def noisy_note(results: Results) -> str | None:
     )
 
 
+def overloaded(arrived: int, queued: int) -> bool:
+    """A third or more of the window's requests still wait for their first token at the end:
+    the deployment is offered more than it serves, and a longer run only lengthens the queue."""
+    return arrived > 0 and 3 * queued >= arrived
+
+
+def overload_note(results: Results) -> str | None:
+    """A warning naming the deployments whose queue outlasts the window (`overloaded`)."""
+    over = [
+        f"{d.name} {d.requests.queued:,} of {d.requests.arrived:,}"
+        for d in results.deployments
+        if overloaded(d.requests.arrived, d.requests.queued)
+    ]
+    if not over:
+        return None
+    return (
+        f"more load than served: requests still waiting for a first token at the end "
+        f"({', '.join(over)}); TTFT and E2E count them as lower bounds. A longer run only "
+        "lengthens the queue: lower the load or add GPUs"
+    )
+
+
 def unfinished_note(results: Results) -> str | None:
-    """A warning when few requests that arrived in the window finished (`few_finished`): TPOT
-    (and the SLO verdict) then rest on the ones that did, the earliest or shortest."""
+    """A warning when few requests that arrived in the window finished (`few_finished`), and
+    not because they are queued (`overload_note`): TPOT (and the SLO verdict) then rest on the
+    ones that did, the earliest or shortest."""
     few = [
         f"{d.name} {d.requests.completed:,} of {d.requests.arrived:,}"
         for d in results.deployments
         if few_finished(d.requests.arrived, d.requests.completed)
+        and not overloaded(d.requests.arrived, d.requests.queued)
     ]
     if not few:
         return None
@@ -72,6 +97,18 @@ def unfinished_note(results: Results) -> str | None:
         f"few requests that arrived in the window finished ({', '.join(few)}): "
         "TPOT and the SLO verdict rest on those that did (the earliest or shortest); TTFT and E2E "
         "count the rest as lower bounds. Lengthen run.duration_s"
+    )
+
+
+def empty_note(results: Results) -> str | None:
+    """A warning naming the deployments to which no request arrived after the warm-up."""
+    empty = [d.name for d in results.deployments if d.requests.arrived == 0]
+    if not empty:
+        return None
+    return (
+        f"no request arrived after the warm-up ({', '.join(empty)}): every figure is empty. "
+        "Closed-loop users whose request is rejected do not return: rerun with run.warmup_s 0 "
+        "to see the rejections, or check that the arrivals reach past the warm-up"
     )
 
 
@@ -106,7 +143,9 @@ def run_notes(sc: Scenario, results: Results, profile: Profile | None) -> list[s
     """Every note that applies to a run, most important first."""
     notes = (
         cpu_profile_note(profile),
+        empty_note(results),
         rejected_note(results),
+        overload_note(results),
         unfinished_note(results),
         noisy_note(results),
         lockstep_note(sc),

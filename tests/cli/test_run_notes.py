@@ -15,7 +15,14 @@ from typer.testing import CliRunner
 from sim import cli_run
 from sim.io.scenario_io import parse_scenario
 from sim.metrics import Results
-from sim.metrics.notes import cpu_profile_note, rejected_note, run_notes, unfinished_note
+from sim.metrics.notes import (
+    cpu_profile_note,
+    empty_note,
+    overload_note,
+    rejected_note,
+    run_notes,
+    unfinished_note,
+)
 from sim.run import run_scenario, simulate_scenario
 
 SHORT = """\
@@ -41,7 +48,8 @@ def _app() -> typer.Typer:
 
 
 def _results(**requests: int) -> Results:
-    counts = SimpleNamespace(**{"arrived": 100, "completed": 100, "rejected": 0, **requests})
+    fields = {"arrived": 100, "completed": 100, "queued": 0, "rejected": 0, **requests}
+    counts = SimpleNamespace(**fields)
     dep = SimpleNamespace(
         name="dp8",
         requests=counts,
@@ -62,6 +70,23 @@ def test_notes_on_unfinished_and_rejected_requests() -> None:
     assert rej is not None and "dp8 44 (KV per rank: 440,384 tokens)" in rej
 
 
+def test_an_overload_is_not_called_a_short_window() -> None:
+    """Requests still queued at the end say the load exceeds the deployment: a longer run will
+    not finish them, so the note says to lower the load, not to lengthen the run."""
+    over = _results(arrived=887, completed=0, queued=887)
+    note = overload_note(over)
+    assert note is not None and "dp8 887 of 887" in note and "lower the load" in note
+    assert unfinished_note(over) is None
+    short = _results(arrived=190, completed=41, queued=10)  # few finished, but not queued
+    assert overload_note(short) is None and unfinished_note(short) is not None
+
+
+def test_an_empty_window_is_said() -> None:
+    assert empty_note(_results()) is None
+    note = empty_note(_results(arrived=0, completed=0))
+    assert note is not None and "(dp8)" in note and "run.warmup_s 0" in note
+
+
 def test_a_cpu_profile_is_named_as_such() -> None:
     cpu = cast(Any, SimpleNamespace(name="mine", device=SimpleNamespace(name="cpu (Xeon)")))
     gpu = cast(Any, SimpleNamespace(name="h200", device=SimpleNamespace(name="NVIDIA H200")))
@@ -76,6 +101,11 @@ def test_requests_longer_than_the_context_are_refused() -> None:
     long = SHORT.replace("tokens: 1000}", "tokens: 2000000}")
     with pytest.raises(ValueError, match=r"up to 2,000,050 tokens .* 163,840-token context"):
         simulate_scenario(parse_scenario(long))
+    # an unbounded answer length: refused only when even the shortest request cannot fit
+    unbounded = "output: {kind: lognormal, mean_tokens: 200, sigma: 0.5}"
+    sc = parse_scenario(long.replace("output: {kind: fixed, tokens: 50}", unbounded))
+    with pytest.raises(ValueError, match=r"every request is at least 2,000,001 tokens"):
+        simulate_scenario(sc)
 
 
 def test_busy_fraction_counts_only_the_window() -> None:
