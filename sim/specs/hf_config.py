@@ -13,6 +13,24 @@ def _need(cfg: dict[str, Any], key: str, name: str) -> Any:
     return cfg[key]
 
 
+MLA_FIELDS = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "q_lora_rank")
+MLA_MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k3")
+
+
+def _refuse_mla_without_latent(cfg: dict[str, Any], name: str) -> None:
+    """A config with MLA's marks but no `kv_lora_rank` would otherwise read as a GQA model with
+    made-up heads: refuse it, naming what is missing."""
+    marks = [k for k in MLA_FIELDS if cfg.get(k)]
+    model_type = str(cfg.get("model_type", ""))
+    if model_type in MLA_MODEL_TYPES:
+        marks.insert(0, f"model_type {model_type!r}")
+    if marks:
+        raise ValueError(
+            f"config.json of {name!r} looks like an MLA model ({', '.join(marks)}) but lacks "
+            "'kv_lora_rank', the latent width MLA caches; add it (DeepSeek-V3: 512)"
+        )
+
+
 def model_from_hf_config(cfg: dict[str, Any], name: str) -> ModelSpec:
     """Build a `ModelSpec` from a parsed HuggingFace config.json.
 
@@ -34,6 +52,7 @@ def model_from_hf_config(cfg: dict[str, Any], name: str) -> ModelSpec:
             output_gate=bool(cfg.get("mla_use_output_gate", False)),
         )
     else:
+        _refuse_mla_without_latent(cfg, name)
         gqa = GqaSpec(
             num_kv_heads=int(cfg.get("num_key_value_heads", heads)),
             head_dim=int(cfg.get("head_dim", hidden // heads)),

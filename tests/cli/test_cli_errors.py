@@ -35,3 +35,17 @@ def test_a_model_config_that_is_not_one_is_a_message(tmp_path: Path) -> None:
     bad.write_text('{"hidden_size": 7168}')
     out = _said(["cost", "--model", str(bad), "--q", "1", "--kv", "8192"])
     assert f"{bad}: not a usable model config" in out and "num_hidden_layers" in out
+
+
+def test_an_mla_config_without_its_latent_is_refused_not_read_as_gqa(tmp_path: Path) -> None:
+    import json
+
+    from sim.catalog import CATALOG_DIR
+
+    cfg = json.loads((CATALOG_DIR / "models" / "deepseek-v3.json").read_text())
+    del cfg["kv_lora_rank"]
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps(cfg))
+    out = _said(["memory", "--model", str(bad), "--gpu", "h200", "--gpus", "8", "--attn-tp", "8"])
+    assert "looks like an MLA model (model_type 'deepseek_v3', qk_nope_head_dim" in out
+    assert "lacks 'kv_lora_rank'" in out
