@@ -153,7 +153,10 @@ def imbalance(results: Results, key: str) -> None:
     values = {d.name: d.dp_imbalance or 1.0 for d in results.deployments}
     st.plotly_chart(
         charts.bar(
-            values, title="DP-rank imbalance (max/mean attention time)", y_label="ratio", ref=1.0
+            values,
+            title="DP-rank imbalance (max/mean of each rank's own time)",
+            y_label="ratio",
+            ref=1.0,
         ),
         key=f"{key}_imbalance",
     )

@@ -1,10 +1,10 @@
 """Running scenarios from the app: one cached simulation per deployment, in worker processes.
 
-A scenario is split into one single-deployment scenario per deployment (same workload and seed,
-so the same requests: a run is a pure function of its scenario). Each part is cached by its
-canonical JSON, so editing one deployment re-runs only that one, and the parts run side by side
-in worker processes. The script thread moves a progress bar meanwhile: Streamlit elements cannot
-be touched from inside a cached function.
+A scenario is split into one single-deployment scenario per deployment (same workload, run and
+seed): each deployment is simulated on its own anyway, so a part gives exactly what that deployment
+gives in the whole scenario. Each part is cached by its canonical JSON, so editing one deployment
+re-runs only that one, and the parts run side by side in worker processes. The script thread moves a
+progress bar meanwhile: Streamlit elements cannot be touched from inside a cached function.
 """
 
 from __future__ import annotations

@@ -65,9 +65,12 @@ class OpTime:
 class StepCost:
     """Duration of one step and its breakdown.
 
-    `duration_s` is what the simulated clock advances by. `rank_attention_s[r]` is rank r's
-    attention + dense time (the lock-step group waits for the slowest). `ops` maps op name to its
-    time on the critical path (ops sum to duration_s up to overlap, reported in `overlap_saved_s`).
+    `duration_s` is what the simulated clock advances by. `rank_attention_s[r]` is rank r's own
+    time, all of its own work, not attention alone: attention, projections, router, shared
+    experts, dense MLP and head where they are the rank's own, memory-bound kernels, TP
+    all-reduce and MTP draft (0 for an idle rank; the lock-step group waits for the slowest).
+    `ops` maps op name to its time on the critical path (ops sum to duration_s up to overlap,
+    reported in `overlap_saved_s`).
     """
 
     duration_s: float
@@ -77,7 +80,7 @@ class StepCost:
 
     @property
     def rank_imbalance(self) -> float:
-        """max/mean of per-rank attention time (1.0 = perfectly balanced)."""
+        """max/mean of the ranks' own time, `rank_attention_s` (1.0 = perfectly balanced)."""
         mean = float(self.rank_attention_s.mean()) if self.rank_attention_s.size else 0.0
         return float(self.rank_attention_s.max()) / mean if mean > 0 else 1.0
 

@@ -23,7 +23,7 @@ _SCALARS: dict[str, type] = {
     "prefill_tokens": np.int64,  # prefill/extend tokens computed
     "output_tokens": np.int64,  # tokens emitted to users
     "accept_tokens": np.int64,  # sum over decode segments of accepted drafts + 1 (untruncated)
-    "imbalance": np.float64,  # max/mean attention time over the unit's ranks
+    "imbalance": np.float64,  # max/mean of the ranks' own time (idle ranks 0), not attention only
     "kv_pages": np.int64,  # KV pages in use on the unit's ranks after the step
     "overlap_saved_s": np.float64,
 }

@@ -1,8 +1,12 @@
 """Simulate one deployment under one workload: the engine's single entry point.
 
 Randomness: one `SeedSequence(seed)` per run, split into a workload stream (arrival times and
-lengths) and an engine stream (MTP acceptance). Every deployment of a scenario therefore sees
-exactly the same requests at the same times, whatever its layout.
+lengths) and an engine stream (MTP acceptance). Under an open-loop or trace workload every
+deployment of a scenario therefore sees exactly the same requests at the same times, whatever
+its layout. A closed loop shares only the sequence of request lengths: each arrival follows a
+completion of the deployment's own, and `concurrency_per_rank` scales the users with its ranks
+(`attn_dp x replicas`). With `duration_s` every deployment's run ends at the same time; with
+`max_requests` alone each ends at its own last event.
 """
 
 from __future__ import annotations

@@ -92,8 +92,9 @@ class StepCostProbe(_ModelProbe):
     """One lock-step step priced by the cost model: every attention rank runs the same kind of
     segments (decode by default), `requests_per_rank[r]` of them with `kv_tokens[r]` cached tokens
     each. A single value in either list applies to every rank. Values: `duration_s`,
-    `rank_imbalance` (max/mean rank attention time), `overlap_saved_s`, and `ops.<op>` seconds
-    (e.g. `ops.attn_decode`, `ops.dsa_indexer`, `ops.moe_routed`, `ops.ep_dispatch`)."""
+    `rank_imbalance` (max/mean of the ranks' own time, all their own work), `overlap_saved_s`,
+    and `ops.<op>` seconds (e.g. `ops.attn_decode`, `ops.dsa_indexer`, `ops.moe_routed`,
+    `ops.ep_dispatch`)."""
 
     kind: Literal["step_cost"] = Field(description="Probe kind.")
     gpu: str = Field(description="Catalog GPU name, e.g. 'h200'.")

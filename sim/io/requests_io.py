@@ -1,13 +1,17 @@
 """Per-request records of a run: one row per arrived request, as CSV or Parquet.
 
 The latency columns (`ttft_s`, `tpot_s`, `e2e_s`) and `after_warmup` come from
-`sim.metrics.request_latencies`, the computation the summary's percentiles and goodput use: the
-summary's latency statistics are over the rows with status `done` and `after_warmup` true, so a
-user can rebuild them, or any other statistic, in their own tools. The first four columns are
-the trace format's (`arrival_s,input_tokens,output_tokens,cached_tokens`,
-`sim.io.workload_csv`): selecting them turns a run's requests back into a replayable trace.
-Times are seconds; a time a request has not reached yet (no first token, not finished) is empty
-in CSV and null in Parquet.
+`sim.metrics.request_latencies`, the computation the summary's percentiles and goodput use, so a
+user can rebuild them, or any other statistic, in their own tools. Over the `after_warmup` rows:
+TPOT percentiles are `numpy.percentile` of the `done` rows' `tpot_s`; TTFT is over the rows with
+a `first_token_s`, E2E over the `done` rows, and in both the other rows that were not rejected
+enter right-censored at `end - arrival_s` (Kaplan-Meier, `sim.metrics.stats.censored_quantile`;
+the mean is over the observed values). ITL comes from the step logs, not from these rows.
+
+The first four columns are the trace format's (`arrival_s,input_tokens,output_tokens,
+cached_tokens`, `sim.io.workload_csv`): selecting them turns a run's requests back into a
+replayable trace. Times are seconds; a time a request has not reached yet (no first token, not
+finished) is empty in CSV and null in Parquet.
 """
 
 from __future__ import annotations

@@ -52,7 +52,10 @@ class PoolResults(Spec):
     decode_batch_per_rank: float | None = Field(description="Mean decode requests per rank.")
     prefill_tokens_per_step: float | None = Field(description="Mean prefill tokens per step.")
     dp_imbalance: float | None = Field(
-        description="Mean over steps of max/mean attention time across the unit's ranks."
+        description="Mean over steps of the slowest rank's own time over the mean across the "
+        "unit's ranks (all of a rank's own work: attention, projections, router, shared experts, "
+        "dense MLP and head where they are the rank's own, memory-bound kernels, TP all-reduce, "
+        "MTP draft; idle ranks count 0)."
     )
     kv_utilisation: float | None = Field(description="Mean share of KV pages in use per step.")
     kv_utilisation_peak: float = Field(description="Highest share of one rank's KV pages used.")
@@ -88,10 +91,15 @@ class DeploymentResults(Spec):
     output_tok_s_per_gpu_batches: list[float] | None = Field(
         default=None,
         description="output_tok_s_per_gpu in each tenth of the window (the batch means behind "
-        "the interval; deployments of one scenario share the parts, so they compare paired).",
+        "the interval). Deployments of one scenario compare part by part: under an open-loop or "
+        "trace workload with run.duration_s they see the same requests at the same times; a "
+        "closed loop shares only the request lengths, and without duration_s the parts differ.",
     )
     output_tok_s_per_node: float = Field(description="Output tokens per second per node.")
-    input_tok_s: float = Field(description="Prompt tokens per second of requests prefilled.")
+    input_tok_s: float = Field(
+        description="Whole prompts (cached prefix included) per second of the requests whose "
+        "first token came in the window (in PD, when the decode pool streamed it)."
+    )
     input_tok_s_per_gpu: float = Field(description="Prompt tokens per second per GPU.")
     input_tok_s_per_node: float = Field(description="Prompt tokens per second per node.")
     request_throughput_req_s: float = Field(description="Completed requests per second.")
@@ -130,7 +138,10 @@ class DeploymentResults(Spec):
     kv_utilisation: float | None = Field(description="Mean share of KV pages in use.")
     batch_per_rank: float | None = Field(description="Mean request segments per rank per step.")
     decode_batch_per_rank: float | None = Field(description="Mean decode requests per rank.")
-    dp_imbalance: float | None = Field(description="Mean max/mean attention time across ranks.")
+    dp_imbalance: float | None = Field(
+        description="Mean over steps of the slowest rank's own time (all its own work, not "
+        "attention alone) over the mean across ranks, idle ranks counting 0."
+    )
     step_time_s: float | None = Field(description="Mean step duration, seconds.")
     step_breakdown_s: dict[str, float] = Field(description="Mean seconds per step, by op.")
     step_sources: dict[str, str] = Field(description="Source of each op's time.")
@@ -139,7 +150,9 @@ class DeploymentResults(Spec):
         "measured on another GPU (held efficiency, scaled by roofline); sorted."
     )
     mtp_accept_len: float | None = Field(description="Mean tokens per decode verify step.")
-    preemptions: int = Field(description="Recompute preemptions in the window.")
+    preemptions: int = Field(
+        description="Recompute preemptions of the requests that arrived after the warm-up."
+    )
     kv_transfer_s_mean: float | None = Field(description="PD: mean KV transfer time, seconds.")
     pools: list[PoolResults] = Field(description="Per-pool details.")
     profile: str = Field(description="Calibration profile the cost model used.")
@@ -170,8 +183,9 @@ class Results(Spec):
 
 def throughput_vs(d: DeploymentResults, base: DeploymentResults) -> tuple[float, float] | None:
     """`d`'s tokens per GPU as a multiple of `base`'s, and the half-width of its 95% interval
-    from the paired tenths of the window (deployments of one scenario run on the same
-    requests); None when either lacks the parts."""
+    from the paired tenths of the window (matched under an open-loop or trace workload with
+    `run.duration_s`, where both see the same requests at the same times; less so under a
+    closed loop or without `duration_s`); None when either lacks the parts."""
     a, b = d.output_tok_s_per_gpu_batches, base.output_tok_s_per_gpu_batches
     if a is None or b is None:
         return None

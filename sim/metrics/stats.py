@@ -17,7 +17,10 @@ class Percentiles(Spec):
     p50: float | None = Field(description="Median, seconds.")
     p90: float | None = Field(description="90th percentile, seconds.")
     p99: float | None = Field(description="99th percentile, seconds.")
-    count: int = Field(description="Samples the figures come from.")
+    count: int = Field(
+        description="Observed samples (censored ones, requests still waiting at the end, also "
+        "shape p50/p90/p99 but are not counted)."
+    )
     exceeds_s: float | None = Field(
         default=None,
         description="Set where a percentile is null because requests still waiting at the end "
@@ -139,10 +142,11 @@ def rates_ci95(rates: NDArray[np.float64] | None) -> float | None:
 
 
 def paired_ratio_ci95(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[float, float] | None:
-    """Ratio of two rates measured over the same parts of one window (two deployments on the
-    same requests), mean(a) / mean(b), and the half-width of its 95% interval. Pairing the
-    parts cancels what both share (a burst of arrivals, a wave of long prompts), so the ratio
-    is surer than either rate. Ratio estimator: the spread of a_i - R b_i over sqrt(n) mean(b),
+    """Ratio of two rates measured over the same parts of one window (two deployments of one
+    scenario), mean(a) / mean(b), and the half-width of its 95% interval. Pairing the parts
+    cancels what both share (a burst of arrivals, a wave of long prompts: all of it when both
+    see the same requests at the same times, less under a closed loop), so the ratio is surer
+    than either rate. Ratio estimator: the spread of a_i - R b_i over sqrt(n) mean(b),
     Student's t. None without a positive mean(b)."""
     mb = float(b.mean())
     if mb <= 0 or a.size != b.size or a.size < 2:

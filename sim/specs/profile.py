@@ -217,7 +217,8 @@ class RooflineFactors(Spec):
 
     gemm_compute_efficiency: Factor = Field(description="GEMM-like ops' fraction of peak FLOP/s.")
     attention_compute_efficiency: Factor = Field(
-        description="Attention ops' (MLA, DSA) fraction of peak FLOP/s."
+        description="Attention ops' (MLA, DSA; GQA and KDA cores, which have no table, too) "
+        "fraction of peak FLOP/s."
     )
     memory_bandwidth_efficiency: Factor = Field(description="Fraction of HBM bandwidth reached.")
     launch_overhead_us: Factor = Field(description="Fixed cost added per kernel, microseconds.")

@@ -60,7 +60,11 @@ class RunSpec(Spec):
         default=None, ge=1, description="Stop generating requests after this many."
     )
     warmup_s: float = Field(
-        default=0.0, ge=0, description="Leading simulated time excluded from every metric."
+        default=0.0,
+        ge=0,
+        description="Leading simulated time left out: rates count what happened after it, "
+        "latencies the requests that arrived after it (kv_transfer_s_mean, the pools' "
+        "preemptions and kv_utilisation_peak, and step_sources cover the whole run).",
     )
     seed: int = Field(default=0, ge=0, description="Seed of the run's random generator.")
 
@@ -114,12 +118,17 @@ class Scenario(Spec):
         default=None,
         description="Calibration profile name or path (e.g. 'h800-published'). Omitted: the "
         "GPU's bundled '<gpu>-roofline' (efficiencies and launch cost derived from published "
-        "kernels); 'datasheet': the bare datasheet roofline (efficiency 1, no launch cost).",
+        "kernels), or the bare datasheet for a GPU without one; 'datasheet': the bare datasheet "
+        "roofline (efficiency 1, no launch cost).",
     )
     deployments: list[AnyDeployment] = Field(
         min_length=1, description="Layouts to compare; PD entries have prefill/decode keys."
     )
-    workload: Workload = Field(description="Offered traffic, the same for every deployment.")
+    workload: Workload = Field(
+        description="Offered traffic, the same for every deployment (same seed: the same "
+        "requests at the same times for an open loop or trace with run.duration_s; a closed "
+        "loop shares the request lengths)."
+    )
     slo: Slo = Field(description="Latency targets for goodput.")
     run: RunSpec = Field(description="Duration, warm-up and seed.")
     expect: list[str] = Field(
