@@ -78,7 +78,7 @@ def results_table(scenario: Scenario, results: Results) -> Table:
 
 def vs(d: DeploymentResults, base: DeploymentResults) -> str:
     """Tokens per GPU as a multiple of `base`'s, with its 95% interval from the paired tenths
-    of the window (both ran on the same requests)."""
+    of the window (both ran on the same workload and seed: see docs/reading-results.md)."""
     if d is base:
         return "1"
     paired = throughput_vs(d, base)
@@ -94,7 +94,8 @@ def vs(d: DeploymentResults, base: DeploymentResults) -> str:
 
 def breakdown_table(results: Results) -> Table:
     """Mean ms per step by op, with the source each time came from; an extrapolated time is
-    marked (`extrapolated_note` says what the mark means)."""
+    marked (`extrapolated_note` says what the mark means). With two-batch overlap a row says
+    what the overlap saved (negative) or cost (positive), and a last row the step it leaves."""
     t = Table(title="step time by op, ms per step (source)")
     t.add_column("op")
     for d in results.deployments:
@@ -113,7 +114,21 @@ def breakdown_table(results: Results) -> Table:
 
     for op in ops:
         t.add_row(op, *(cell(d, op) for d in results.deployments))
+    if any(d.overlap_saved_s for d in results.deployments):  # the ops sum to step + saved
+
+        def overlap(d: DeploymentResults) -> str:
+            return "-" if not d.overlap_saved_s else f"{-d.overlap_saved_s * 1e3:+.3f} (overlap)"
+
+        t.add_row(TBO_ROW, *(overlap(d) for d in results.deployments))
+        t.add_row("step", *(step_cell(d) for d in results.deployments))
     return t
+
+
+TBO_ROW = "two_batch_overlap"  # minus what the overlap saved: negative hides, positive costs
+
+
+def step_cell(d: DeploymentResults) -> str:
+    return "-" if d.step_time_s is None else f"{d.step_time_s * 1e3:.3f}"
 
 
 def run(

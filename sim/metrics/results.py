@@ -144,6 +144,11 @@ class DeploymentResults(Spec):
     )
     step_time_s: float | None = Field(description="Mean step duration, seconds.")
     step_breakdown_s: dict[str, float] = Field(description="Mean seconds per step, by op.")
+    overlap_saved_s: float | None = Field(
+        default=None,
+        description="Mean seconds per step two-batch overlap saved (negative: splitting cost "
+        "more than it hid); the ops of step_breakdown_s add up to step_time_s plus this.",
+    )
     step_sources: dict[str, str] = Field(description="Source of each op's time.")
     extrapolated_ops: list[str] = Field(
         description="Ops whose time was estimated outside a measured grid, or from a table "

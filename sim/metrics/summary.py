@@ -233,6 +233,7 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         dp_imbalance=main.dp_imbalance,
         step_time_s=main.step_time_s,
         step_breakdown_s=main.step_breakdown_s,
+        overlap_saved_s=main.overlap_saved_s,
         step_sources=main.step_sources,
         extrapolated_ops=main.extrapolated_ops,
         mtp_accept_len=main.mtp_accept_len,

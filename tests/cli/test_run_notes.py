@@ -157,3 +157,31 @@ def test_help_shows_no_value_after_a_flag(command: str) -> None:
     res = CliRunner(env={"COLUMNS": "120"}).invoke(app, args)
     assert res.exit_code == 0 and "--help" in res.output
     assert "<bool>" not in res.output
+
+
+def test_breakdown_shows_what_two_batch_overlap_saved_or_cost() -> None:
+    """The ops add up to the step plus what the overlap saved: a row says it, so the table
+    sums to the step it prints last (a cost shows positive)."""
+    from rich.console import Console
+
+    from sim.cli_run import breakdown_table
+
+    def dep(name: str, saved: float | None) -> SimpleNamespace:
+        ops = {"attn_decode": 0.010, "ep_combine": 0.020}
+        step = sum(ops.values()) - (saved or 0.0)
+        return SimpleNamespace(
+            name=name, step_breakdown_s=ops, step_sources={o: "roofline" for o in ops},
+            extrapolated_ops=[], overlap_saved_s=saved, step_time_s=step,
+        )  # fmt: skip
+
+    results = cast(Results, SimpleNamespace(deployments=[dep("off", None), dep("on", 0.008)]))
+    console = Console(width=200, record=True)
+    console.print(breakdown_table(results))
+    lines = [x for x in console.export_text().splitlines() if x.startswith("│")]
+    rows = {line.split("│")[1].strip(): line for line in lines}
+    assert "-8.000 (overlap)" in rows["two_batch_overlap"]
+    assert "22.000" in rows["step"] and "30.000" in rows["step"]
+    costly = cast(Results, SimpleNamespace(deployments=[dep("small", -0.018)]))
+    console = Console(width=200, record=True)
+    console.print(breakdown_table(costly))
+    assert "+18.000 (overlap)" in console.export_text()
