@@ -24,7 +24,8 @@ class Percentiles(Spec):
     exceeds_s: float | None = Field(
         default=None,
         description="Set where a percentile is null because requests still waiting at the end "
-        "outnumber its tail: that percentile exceeds this, the largest value observed.",
+        "outnumber its tail: that percentile exceeds this, the largest value observed (with "
+        "none observed, the median wait so far, which p50, p90 and p99 all exceed).",
     )
 
 
@@ -96,10 +97,14 @@ def censored_percentiles(
     observed: NDArray[np.float64], censored: NDArray[np.float64]
 ) -> Percentiles:
     """`percentiles` of `observed`, with p50/p90/p99 from `censored_quantile` when some samples
-    are censored (the mean stays over the observed ones), and `exceeds_s` where one is None."""
+    are censored (the mean stays over the observed ones), and `exceeds_s` where one is None:
+    the largest value observed, or with none observed the median censored time (every true
+    value is at least its censoring time, so p50, p90 and p99 are at least that median)."""
     plain = percentiles(observed)
-    if censored.size == 0 or plain.count == 0:
+    if censored.size == 0:
         return plain
+    if plain.count == 0:  # each true value is at least its wait: so is every quantile's
+        return plain.model_copy(update={"exceeds_s": float(np.median(censored))})
     p50, p90, p99 = (censored_quantile(observed, censored, q) for q in (50, 90, 99))
     beyond = float(observed[np.isfinite(observed)].max()) if p99 is None else None
     return plain.model_copy(update={"p50": p50, "p90": p90, "p99": p99, "exceeds_s": beyond})

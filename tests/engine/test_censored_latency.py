@@ -51,6 +51,18 @@ def test_the_run_table_shows_a_percentile_beyond_the_samples_as_a_bound() -> Non
     assert pct(percentiles(OBSERVED), 1.0) == "40.5 / 72.1 / 79.2"
 
 
+def test_with_nothing_observed_every_percentile_is_at_least_the_median_wait() -> None:
+    """An overloaded run where no request got its first token: each one's TTFT is at least its
+    wait so far, so every percentile from p50 up is at least the waits' median."""
+    from sim.cli_format import pct
+
+    waits = np.array([5.0, 20.0, 40.0, 60.0, 89.8])
+    p = censored_percentiles(np.array([]), waits)
+    assert (p.count, p.mean, p.p50, p.p90, p.p99) == (0, None, None, None, None)
+    assert p.exceeds_s == 40.0
+    assert pct(p, 1.0) == ">40 / >40 / >40"
+
+
 def test_waits_between_samples_count_for_the_later_ones() -> None:
     """Kaplan-Meier by hand: values 1, 2, 3, 4 and one request censored at 2.5. Survival after
     1: 4/5, after 2: 3/5, the censored leaves, after 3: 3/5 * 1/2 = 0.3, after 4: 0."""
