@@ -2,7 +2,9 @@
 
 For each deployment it builds the cost model (`ServingCostModel(model, gpu, deployment,
 profile)` unless a `cost_factory` is given), simulates it with the scenario's workload and seed,
-checks the invariants and summarises. Deployments run one after another on the same requests.
+checks the invariants and summarises. Deployments run one after another on the same workload
+and seed (the same requests for open loops and traces; `sim.engine.run` says what closed loops
+share).
 """
 
 from __future__ import annotations

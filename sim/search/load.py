@@ -2,7 +2,7 @@
 
 Open-loop workloads (poisson, gamma) scale `rate_req_s`; closed-loop ones scale their
 concurrency (rounded, at least 1). Each point is the whole scenario (every deployment at that
-load), so a point's deployments see the same requests.
+load), so a point's deployments run on the same workload and seed.
 """
 
 from __future__ import annotations
