@@ -15,6 +15,7 @@ from sim.cost.params import layer_params, linear_attention_params
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GB, GpuSpec
 from sim.specs.model import ModelSpec
+from sim.specs.scenario import check_deployment
 
 # Bytes per weight: FP8 with one fp32 scale per 128 x 128 block (DeepSeek-V3's FP8 checkpoints);
 # FP4 (MXFP4) with one 8-bit scale per 32 values.
@@ -140,14 +141,10 @@ class MemoryPlan:
 def plan_memory(
     model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, strict: bool = True
 ) -> MemoryPlan:
-    """Memory plan of one GPU; with `strict`, raise ValueError when the minimum KV does not fit."""
+    """Memory plan of one GPU; ValueError when the model cannot run the layout
+    (`check_deployment`) or, with `strict`, when the minimum KV does not fit."""
     d = deployment
-    if model.num_heads % d.attn_tp:
-        raise ValueError(
-            f"attn_tp={d.attn_tp} does not divide {model.name}'s {model.num_heads} attention "
-            "heads; "
-            f"pick a divisor of {model.num_heads}"
-        )
+    check_deployment(model, d)
     weights = weight_bytes_per_gpu(model, d)
     reserve = d.activation_reserve_gb * GB
     usable = gpu.hbm_bytes * d.mem_fraction

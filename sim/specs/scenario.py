@@ -91,20 +91,32 @@ def check_against_model(deployments: list[Deployment | PdDeployment], model: Mod
     for i, dep in enumerate(deployments):
         for pool, d in _pools(dep):
             where = f"deployments[{i}] ({dep.name})" + (f".{pool}" if pool else "")
-            if model.num_heads % d.attn_tp:
-                raise ValueError(
-                    f"{where}.attn_tp={d.attn_tp} does not divide {model.name}'s "
-                    f"{model.num_heads} attention heads; pick a divisor of {model.num_heads}"
-                )
-            if d.dsa == "on" and model.dsa is None:
-                raise ValueError(
-                    f"{where}.dsa='on' but {model.name} has no DSA indexer; use 'auto' or 'off'"
-                )
-            if d.mtp_draft_tokens and not d.mtp_acceptance:
+            check_deployment(model, d, where)
+            if d.mtp_draft_tokens and not d.mtp_acceptance:  # a run samples it; memory does not
                 raise ValueError(
                     f"{where}.mtp_draft_tokens={d.mtp_draft_tokens} needs mtp_acceptance "
                     "(per-position acceptance probabilities, e.g. [0.85])"
                 )
+
+
+def check_deployment(model: ModelSpec, d: Deployment, where: str = "") -> None:
+    """Raise ValueError naming the field of `d` (prefixed by `where`) this model cannot run."""
+    at = f"{where}." if where else ""
+    if model.num_heads % d.attn_tp:
+        raise ValueError(
+            f"{at}attn_tp={d.attn_tp} does not divide {model.name}'s "
+            f"{model.num_heads} attention heads; pick a divisor of {model.num_heads}"
+        )
+    n, extra = model.moe.n_routed_experts, d.eplb_redundant_experts
+    if extra and (n + extra) % d.ep:
+        fits = [r for r in range(d.ep - n % d.ep, 4 * d.ep + 1, d.ep) if r > 0][:3]
+        raise ValueError(
+            f"{at}eplb_redundant_experts={extra}: {n} + {extra} experts do not spread evenly "
+            f"over EP{d.ep} (each GPU would hold {-(-(n + extra) // d.ep)}, as many as the next "
+            f"even count); use one of {', '.join(map(str, fits))}"
+        )
+    if d.dsa == "on" and model.dsa is None:
+        raise ValueError(f"{at}dsa='on' but {model.name} has no DSA indexer; use 'auto' or 'off'")
 
 
 class Scenario(Spec):

@@ -108,6 +108,14 @@ def test_heads_must_divide_attention_tp() -> None:
         plan_memory(QWEN, H200, six)
 
 
+def test_redundant_experts_must_spread_evenly_over_ep() -> None:
+    """256 + 5 experts on EP8 would pad every GPU to 33, the memory of 8 redundant ones."""
+    odd = Deployment(name="odd", attn_tp=1, eplb_redundant_experts=5)
+    with pytest.raises(ValueError, match=r"256 \+ 5 experts .* EP8 .* use one of 8, 16, 24"):
+        plan_memory(V3, H200, odd)
+    plan_memory(V3, H200, odd.model_copy(update={"eplb_redundant_experts": 8}))
+
+
 def test_sglang_rules() -> None:
     p = choose_paths("sglang", V3, seg([1, 1], [9000, 100], [True, True]))
     assert list(p) == [ABSORB, ABSORB]  # decode always absorbs
