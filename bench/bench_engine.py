@@ -2,8 +2,8 @@
 
 18 H800 nodes (144 GPUs) serve decode only (requests arrive with their prompt's KV, as in a PD
 decode pool), MTP with one draft token, 194 requests/s (~700k in the hour), answers of 1,600
-tokens on average: about 90% of the ranks' batch slots full (mean decode batch / max running
-requests) on the default `h800-roofline` profile. Prints
+tokens on average: about three quarters of the ranks' batch slots full (mean decode batch /
+max running requests) on the default `h800-roofline` profile. Prints
 simulated requests and simpy events per wall second, and the same event rate for a bare simpy
 loop of the same number of events measured in the same process (the ratio is the engine's work
 per event: each event is one batched forward step of the whole unit).
