@@ -19,20 +19,7 @@ from sim.cli_format import num, pct, with_ci
 from sim.cli_physics import check_output_paths, output_console
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results, throughput_vs
-from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import Scenario
-
-
-def _layout(d: Deployment | PdDeployment) -> str:
-    def one(x: Deployment) -> str:
-        moe = f"EP{x.ep}" + (f" x TP{x.moe_tp}" if x.moe_tp > 1 else "")
-        rep = f" x{x.replicas}" if x.replicas > 1 else ""
-        return f"attn TP{x.attn_tp} x DP{x.attn_dp}, MoE {moe}{rep}"
-
-    if isinstance(d, PdDeployment):
-        return f"P: {one(d.prefill)} | D: {one(d.decode)}"
-    return one(d)
-
 
 ROWS: list[tuple[str, Any]] = [
     ("GPUs (nodes)", lambda r: f"{r.gpus} ({r.nodes:g})"),
@@ -67,7 +54,7 @@ def results_table(scenario: Scenario, results: Results) -> Table:
     t.add_column("metric")
     for d in results.deployments:
         t.add_column(d.name, justify="right")
-    t.add_row("layout", *(_layout(scenario.deployment(d.name)) for d in results.deployments))
+    t.add_row("layout", *(scenario.deployment(d.name).layout for d in results.deployments))
     for label, fn in ROWS:
         t.add_row(label, *(fn(d) for d in results.deployments))
         if label == "output tok/s / GPU" and len(results.deployments) > 1:

@@ -168,6 +168,13 @@ class Deployment(Spec):
         return self.moe_ep if self.moe_ep is not None else self.gpus // self.moe_tp
 
     @property
+    def layout(self) -> str:
+        """'attn TP4 x DP2, MoE EP8' (x replicas when more than one): what the name may not say."""
+        moe = f"EP{self.ep}" + (f" x TP{self.moe_tp}" if self.moe_tp > 1 else "")
+        rep = f" x{self.replicas}" if self.replicas > 1 else ""
+        return f"attn TP{self.attn_tp} x DP{self.attn_dp}, MoE {moe}{rep}"
+
+    @property
     def mtp_probs(self) -> tuple[float, ...]:
         """Acceptance probability for each of the draft positions."""
         if self.mtp_draft_tokens == 0:
@@ -251,6 +258,11 @@ class PdDeployment(Spec):
             elif isinstance(d, Deployment):
                 out[pool] = d.model_copy(update={"role": pool})
         return out
+
+    @property
+    def layout(self) -> str:
+        """Both pools' layouts: 'P: attn TP1 x DP8, MoE EP8 | D: ...'."""
+        return f"P: {self.prefill.layout} | D: {self.decode.layout}"
 
     @property
     def total_gpus(self) -> int:

@@ -185,3 +185,13 @@ def test_breakdown_shows_what_two_batch_overlap_saved_or_cost() -> None:
     console = Console(width=200, record=True)
     console.print(breakdown_table(costly))
     assert "+18.000 (overlap)" in console.export_text()
+
+
+def test_layout_says_what_a_name_may_not() -> None:
+    from sim.specs import Deployment, PdDeployment
+
+    d = Deployment(name="tp8", nodes=2, attn_tp=4, moe_tp=2, replicas=3)
+    assert d.layout == "attn TP4 x DP4, MoE EP8 x TP2 x3"
+    one = Deployment(name="p", attn_tp=1)
+    pd = PdDeployment(name="pd", prefill=one, decode=one)
+    assert pd.layout == "P: attn TP1 x DP8, MoE EP8 | D: attn TP1 x DP8, MoE EP8"
