@@ -108,7 +108,7 @@ def roofline(
             name=family,
             text=[f"S={p.s_query}" for p in rows],
             textposition="top center",
-            marker={"size": 10, "color": FAMILY_COLOURS.get(family)},
+            marker={"size": 10, "color": FAMILY_COLOURS.get(family.split()[0])},
         )
     return _layout(
         fig,
@@ -142,8 +142,9 @@ def dsa_cost(
     )
 
 
-def memory_bars(rows: Sequence[Mapping[str, float | str]]) -> go.Figure:
-    """Stacked per-GPU memory (GB) of each deployment: weights, activations, KV, duplicated KV."""
+def memory_bars(rows: Sequence[Mapping[str, float | str]], *, hbm_note: str = "") -> go.Figure:
+    """Stacked per-GPU memory (GB) of each deployment: weights, activations, KV, duplicated KV.
+    `hbm_note` (the GPU's HBM in GB and GiB, the usable part) follows the axis unit."""
     fig = go.Figure()
     names = [str(r["name"]) for r in rows]
     for part, colour in MEMORY_COLOURS.items():
@@ -156,9 +157,10 @@ def memory_bars(rows: Sequence[Mapping[str, float | str]]) -> go.Figure:
             text=[f"{float(r[part]):.1f}" for r in rows],
         )
     fig.update_layout(barmode="stack", legend={"traceorder": "normal"})
-    _layout(fig, "Per-GPU memory", "GB", "")
-    fig.update_layout(legend={"traceorder": "normal", "orientation": "h", "y": -0.3})
-    fig.update_layout(height=120 + 60 * len(rows))
+    _layout(fig, "Per-GPU memory", "GB (10^9 bytes)" + (f" · {hbm_note}" if hbm_note else ""), "")
+    # legend above, on the right: below, it would cover the axis title
+    legend = {"traceorder": "normal", "orientation": "h", "x": 1, "xanchor": "right", "y": 1.02}
+    fig.update_layout(legend=legend | {"yanchor": "bottom"}, height=140 + 60 * len(rows))
     return fig
 
 
@@ -175,6 +177,14 @@ def latency_cdf(samples: Mapping[str, Sequence[float]], *, metric: str) -> go.Fi
     if np.isfinite(lo):  # pad, so a deployment whose requests all took the same time shows
         pad = max(hi - lo, hi * 0.1, 1e-6) * 0.05
         fig.update_xaxes(range=[lo - pad, hi + pad])
+    else:  # empty axes would read as a plotting fault
+        did = "got a first token" if metric == "TTFT" else "completed"
+        fig.add_annotation(
+            text=f"No request in the window {did}: no {metric} to draw (see the notes above).",
+            x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 14},
+        )  # fmt: skip
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
     return _layout(fig, f"{metric} distribution", f"{metric} (s)", "fraction of requests")
 
 
@@ -194,13 +204,22 @@ def throughput_vs_load(
     return _layout(fig, "Throughput vs offered load", x_label, y_label)
 
 
+OVERLAP = "two_batch_overlap"  # the step breakdown's segment for the time TBO saved or added
+OVERLAP_LABEL = "two_batch_overlap [- saved, + added]"
+
+
 def step_breakdown(
-    breakdown: Mapping[str, Mapping[str, float]], sources: Mapping[str, str]
+    breakdown: Mapping[str, Mapping[str, float]],
+    sources: Mapping[str, str],
+    *,
+    step_s: Mapping[str, float | None] | None = None,
 ) -> go.Figure:
     """Stacked bar per deployment of seconds per op; each op's legend entry carries its label
-    from `sources` (where its time came from, e.g. "published, extrapolated")."""
+    from `sources` (where its time came from, e.g. "published, extrapolated"). An `OVERLAP`
+    entry comes last, hatched: negative, it is drawn down from the ops' top to the step time.
+    With it, `step_s` (mean step time per deployment) marks each step time."""
     fig = go.Figure()
-    ops = list(dict.fromkeys(op for ops_ in breakdown.values() for op in ops_))
+    ops = list(dict.fromkeys(op for ops_ in breakdown.values() for op in ops_ if op != OVERLAP))
     names = list(breakdown)
     for op in ops:
         fig.add_bar(
@@ -208,7 +227,19 @@ def step_breakdown(
             y=[breakdown[n].get(op, 0.0) * 1e3 for n in names],
             name=f"{op} [{sources.get(op, '?')}]",
         )
-    fig.update_layout(barmode="stack")
+    if any(OVERLAP in b for b in breakdown.values()):
+        y = [breakdown[n].get(OVERLAP, 0.0) * 1e3 for n in names]
+        fig.add_bar(
+            x=names, y=y, name=OVERLAP_LABEL, text=[f"{v:+.1f} ms" if v else "" for v in y],
+            marker={"color": "rgba(0,0,0,0.25)", "pattern": {"shape": "/"}},
+        )  # fmt: skip
+        if step_s is not None:  # where the stack ends once a negative part drew downwards
+            times = [step_s.get(n) for n in names]
+            fig.add_scatter(
+                x=names, y=[None if t is None else t * 1e3 for t in times], name="step time",
+                mode="markers", marker={"symbol": "line-ew-open", "size": 40, "color": "black"},
+            )  # fmt: skip
+    fig.update_layout(barmode="stack")  # stacked in order: a negative part draws downwards
     return _layout(fig, "Mean step time by op [time source]", "", "ms per step")
 
 

@@ -1,7 +1,7 @@
 """Reusable widgets: catalog pickers, spec forms generated from pydantic fields, error display.
 
-Forms read each field's type, bounds and description from the spec class, so the widget help,
-the CLI help and the JSON schema all come from one source.
+Forms read each field's type and description from the spec class, so the widget help, the CLI
+help and the JSON schema all come from one source; the spec's own validation checks the bounds.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import annotated_types
 import streamlit as st
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
@@ -92,15 +91,6 @@ def gpu_picker(key: str, default: str = "h200") -> GpuSpec:
     return load_gpu(choice)
 
 
-def _bounds(info: FieldInfo) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for meta in info.metadata:
-        for attr in ("ge", "gt", "le", "lt"):
-            if isinstance(meta, getattr(annotated_types, attr.capitalize())):
-                out[attr] = getattr(meta, attr)
-    return out
-
-
 def _label(name: str) -> str:
     return name.replace("_", " ")
 
@@ -131,17 +121,14 @@ def field_widget(name: str, info: FieldInfo, value: Any, key: str) -> Any:
     if tp is bool:
         return st.checkbox(label, value=bool(value), key=key, help=help_)
     if tp in (int, float):
-        b = _bounds(info)
-        lo = b.get("ge", b.get("gt"))
-        hi = b.get("le", b.get("lt"))
+        # no min/max on the box: a bounded box keeps its last valid value (and a run would use
+        # it) while showing the typed one; out of range, the spec's message names the field
         if optional:
             help_ = f"{help_} (0 = default)"
-            lo, value = 0, value or 0
+            value = value or 0
         cast = int if tp is int else float
         v = st.number_input(
             label,
-            min_value=None if lo is None else cast(lo),
-            max_value=None if hi is None else cast(hi),
             value=cast(value),
             step=1 if tp is int else 0.05,
             key=key,

@@ -4,7 +4,9 @@ A deployment card is one serving unit (`Deployment`) or a PD pair (`PdDeployment
 pool's form, a decode pool's form and the KV link between them).
 
 Every widget's help text is the spec field's description, so the page explains the same fields
-the scenario YAML documents.
+the scenario YAML documents. Number boxes carry no bounds of their own: a value out of range
+reaches the spec, whose message names the field (a bounded box would keep its last valid value
+and run that while showing the typed one).
 """
 
 from __future__ import annotations
@@ -59,13 +61,11 @@ def _length(label: str, key: str, value: dict[str, Any], cols: list[Any]) -> dic
         f"{label} length", kinds, index=kinds.index(value.get("kind", "fixed")), key=f"{key}_kind"
     )
     mean = int(value.get("tokens", value.get("mean_tokens", 1024)))
-    tokens = int(
-        cols[1].number_input(f"{label} tokens", 1, 1 << 20, mean, step=128, key=f"{key}_tokens")
-    )
+    tokens = int(cols[1].number_input(f"{label} tokens", value=mean, step=128, key=f"{key}_tokens"))
     if kind == "fixed":
         return {"kind": "fixed", "tokens": tokens}
     sigma = cols[0].number_input(
-        f"{label} sigma", 0.05, 4.0, float(value.get("sigma", 0.5)), step=0.05,
+        f"{label} sigma", value=float(value.get("sigma", 0.5)), step=0.05,
         key=f"{key}_sigma", help=_help(LognormalLength, "sigma"),
     )  # fmt: skip
     return {"kind": "lognormal", "mean_tokens": float(tokens), "sigma": sigma}
@@ -81,21 +81,21 @@ def _load(kind: str, value: dict[str, Any], cols: list[Any]) -> dict[str, Any]:
         field = "concurrency_per_rank" if per_rank else "concurrency"
         n = int(value.get("concurrency_per_rank") or value.get("concurrency") or 64)
         return {
-            field: int(cols[0].number_input(field.replace("_", " "), 1, 1 << 16, n, key="wl_conc",
+            field: int(cols[0].number_input(field.replace("_", " "), value=n, key="wl_conc",
                                             help=_help(ClosedWorkload, field))),
-            "ramp_s": cols[1].number_input("ramp (s)", 0.0, 3600.0,
-                                           float(value.get("ramp_s", 0.0)), key="wl_ramp",
+            "ramp_s": cols[1].number_input("ramp (s)", value=float(value.get("ramp_s", 0.0)),
+                                           key="wl_ramp",
                                            help=_help(ClosedWorkload, "ramp_s")),
         }  # fmt: skip
     out = {
         "rate_req_s": cols[0].number_input(
-            "rate (req/s)", 0.01, 1e5, float(value.get("rate_req_s", 4.0)), key="wl_rate",
+            "rate (req/s)", value=float(value.get("rate_req_s", 4.0)), key="wl_rate",
             help=_help(PoissonWorkload, "rate_req_s"),
         )
     }  # fmt: skip
     if kind == "gamma":
         out["cv"] = cols[1].number_input(
-            "burstiness cv", 0.05, 20.0, float(value.get("cv", 2.0)), key="wl_cv",
+            "burstiness cv", value=float(value.get("cv", 2.0)), key="wl_cv",
             help=_help(GammaWorkload, "cv"),
         )  # fmt: skip
     return out
@@ -113,7 +113,7 @@ def workload_form(value: dict[str, Any]) -> dict[str, Any]:
     out["input"] = _length("input", "wl_in", value.get("input", {}), cols[2:4])
     out["output"] = _length("output", "wl_out", value.get("output", {}), cols[4:6])
     out["prefix_cache_fraction"] = cols[6].number_input(
-        "prefix-cache hits", 0.0, 0.95, float(value.get("prefix_cache_fraction", 0.0)), step=0.05,
+        "prefix-cache hits", value=float(value.get("prefix_cache_fraction", 0.0)), step=0.05,
         key="wl_prefix", help=_help(PoissonWorkload, "prefix_cache_fraction"),
     )  # fmt: skip
     return out
@@ -124,21 +124,21 @@ def slo_and_run_form(slo: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]
     c = st.columns(6)
     sf, rf = Slo.model_fields, RunSpec.model_fields
     out_slo = {
-        "ttft_s": c[0].number_input("TTFT target (s)", 0.001, 600.0, float(slo["ttft_s"]),
+        "ttft_s": c[0].number_input("TTFT target (s)", value=float(slo["ttft_s"]),
                                     key="slo_ttft", help=sf["ttft_s"].description),
-        "tpot_s": c[1].number_input("TPOT target (s)", 0.001, 10.0, float(slo["tpot_s"]),
+        "tpot_s": c[1].number_input("TPOT target (s)", value=float(slo["tpot_s"]),
                                     step=0.01, format="%.3f", key="slo_tpot",
                                     help=sf["tpot_s"].description),
-        "percentile": c[2].number_input("SLO percentile", 1.0, 100.0, float(slo["percentile"]),
+        "percentile": c[2].number_input("SLO percentile", value=float(slo["percentile"]),
                                         key="slo_pct", help=sf["percentile"].description),
     }  # fmt: skip
     out_run = {
-        "duration_s": c[3].number_input("simulated seconds", 1.0, 86400.0,
-                                        float(run["duration_s"]), key="run_duration",
+        "duration_s": c[3].number_input("simulated seconds", value=float(run["duration_s"]),
+                                        key="run_duration",
                                         help=rf["duration_s"].description),
-        "warmup_s": c[4].number_input("warm-up (s)", 0.0, 86400.0, float(run["warmup_s"]),
+        "warmup_s": c[4].number_input("warm-up (s)", value=float(run["warmup_s"]),
                                       key="run_warmup", help=rf["warmup_s"].description),
-        "seed": int(c[5].number_input("seed", 0, 2**31 - 1, int(run["seed"]), key="run_seed",
+        "seed": int(c[5].number_input("seed", value=int(run["seed"]), key="run_seed",
                                       help=rf["seed"].description)),
     }  # fmt: skip
     return {"slo": out_slo, "run": out_run}
@@ -178,7 +178,7 @@ def _pd(base: dict[str, Any], i: int, what: str) -> PdDeployment | None:
         key=f"dep{i}.pd.name", help=fields["name"].description,
     )  # fmt: skip
     link = st.number_input(
-        "KV transfer GB/s", 0.0, 1e5, float(base.get("kv_transfer_gb_s") or 0.0), step=5.0,
+        "KV transfer GB/s", value=float(base.get("kv_transfer_gb_s") or 0.0), step=5.0,
         key=f"dep{i}.pd.kv_transfer_gb_s",
         help=f"{fields['kv_transfer_gb_s'].description} 0 = the GPU's NIC.",
     )  # fmt: skip

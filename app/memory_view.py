@@ -12,7 +12,7 @@ from typing import Any
 import streamlit as st
 
 from app import charts
-from sim.api import plan_memory
+from sim.api import MemoryPlan, plan_memory
 from sim.specs import Deployment, GpuSpec, ModelSpec, PdDeployment
 from sim.specs.gpu import GB
 
@@ -37,6 +37,25 @@ def fit_problem(model: ModelSpec, gpu: GpuSpec, d: Deployment) -> str | None:
     return None
 
 
+def unfit(
+    model: ModelSpec, gpu: GpuSpec, deployments: Sequence[Deployment | PdDeployment]
+) -> list[str]:
+    """Names of the deployments (a PD pair when either pool) that do not fit `gpu`."""
+    out: list[str] = []
+    for d in deployments:
+        pools = [d.prefill, d.decode] if isinstance(d, PdDeployment) else [d]
+        if any(fit_problem(model, gpu, u) for u in pools):
+            out.append(d.name)
+    return out
+
+
+def paged_tokens_total(plan: MemoryPlan, d: Deployment) -> int:
+    """Distinct KV tokens in whole pages, as the run (and its KV cards) count them: each rank
+    holds whole pages only."""
+    per_rank = plan.kv_capacity_tokens_per_rank // d.page_size_tokens * d.page_size_tokens
+    return per_rank * d.attn_dp * d.replicas
+
+
 def memory_rows(
     model: ModelSpec, gpu: GpuSpec, deployments: Sequence[Deployment | PdDeployment]
 ) -> list[dict[str, Any]]:
@@ -56,9 +75,10 @@ def memory_rows(
                 "KV (unique)": unique,
                 "KV (duplicated)": pool - unique,
                 "free": max(gpu.hbm_bytes / GB - used, 0.0),
+                "usable": plan.usable_bytes_per_gpu / GB,
                 "kv_dup_factor": plan.kv_dup_factor,
                 "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token_per_gpu,
-                "kv_capacity_tokens_total": plan.kv_capacity_tokens_total,
+                "kv_capacity_tokens_total": paged_tokens_total(plan, d),
                 "fits": problem is None,
                 "problem": problem,
             }
@@ -66,12 +86,21 @@ def memory_rows(
     return rows
 
 
+def hbm_note(gpu: GpuSpec, rows: Sequence[dict[str, Any]]) -> str:
+    """'H200 SXM: 150.7 GB = 140.4 GiB of HBM, 135.7 GB usable': datasheets quote GiB as GB."""
+    usable = "/".join(dict.fromkeys(f"{r['usable']:.1f}" for r in rows))
+    return (
+        f"{gpu.display_name}: {gpu.hbm_bytes / GB:.1f} GB = {gpu.hbm_bytes / 2**30:.1f} GiB of "
+        f"HBM, {usable} GB usable"
+    )
+
+
 def render_memory(
     model: ModelSpec, gpu: GpuSpec, deployments: Sequence[Deployment | PdDeployment]
 ) -> None:
     """Stacked bars plus the facts that explain them (duplication factor, distinct capacity)."""
     rows = memory_rows(model, gpu, deployments)
-    st.plotly_chart(charts.memory_bars(rows), key="mem_fig")
+    st.plotly_chart(charts.memory_bars(rows, hbm_note=hbm_note(gpu, rows)), key="mem_fig")
     st.dataframe(
         [
             {

@@ -13,7 +13,7 @@ import streamlit as st
 from app import charts
 from app.units import ms
 from app.workers import WAITING
-from sim.api import DeploymentResults, Results, throughput_vs
+from sim.api import DeploymentResults, PoolResults, Results, throughput_vs
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,24 @@ class Card:
     bound: Callable[[DeploymentResults], float | None] = lambda d: None
     # half-width of the value's 95% interval, shown as '±N%' after it
     spread: Callable[[DeploymentResults], float | None] = lambda d: None
-    # compared with the baseline part by part of the window (throughput: the same requests)
+    # compared with the baseline part by part of the window (throughput: matched parts, the
+    # same requests under an open loop or trace with run.duration_s; a closed loop shares only
+    # the request lengths and seed)
     paired: bool = False
+    # GPUs the value is a total over: when they differ from the baseline's, the delta compares
+    # per GPU (16 GPUs serving twice the goodput of 8 is no gain per GPU)
+    gpus: Callable[[DeploymentResults], int] | None = None
+    compare: bool = True  # False: a fact of the layout, whose change in % says nothing
+
+
+def kv_pool(d: DeploymentResults) -> PoolResults | None:
+    """The pool whose KV the KV cards show: a PD pair's decode pool; None for one unit."""
+    return next((p for p in d.pools if p.role == "decode"), None) if d.kind == "pd" else None
+
+
+def kv_gpus(d: DeploymentResults) -> int:
+    pool = kv_pool(d)
+    return d.gpus if pool is None else pool.gpus
 
 
 CARDS = (
@@ -44,11 +60,15 @@ CARDS = (
     Card("TPOT p90 ms", lambda d: ms(d.tpot_s.p90), "{:,.1f}", False,
          "Time per output token after the first."),
     Card("goodput req/s", lambda d: d.goodput_req_s, "{:,.2f}", True,
-         "Completed requests per second that met both SLO targets."),
+         "Completed requests per second that met both SLO targets; against a baseline with "
+         "another GPU count the change is per GPU.", gpus=lambda d: d.gpus),
     Card("KV tokens (distinct)", lambda d: d.kv_capacity_tokens_total, "{:,.0f}", True,
-         "Distinct tokens the deployment can cache: per attention rank x ranks x replicas."),
+         "Distinct tokens the deployment can cache: per attention rank x ranks x replicas (a "
+         "PD pair's decode pool); against a baseline with another GPU count the change is per "
+         "GPU.", gpus=kv_gpus),
     Card("KV dup factor", lambda d: d.kv_dup_factor, "{:,.0f}", False,
-         "Copies of each cached token inside one attention rank (= attention TP for MLA)."),
+         "Copies of each cached token inside one attention rank (= attention TP for MLA).",
+         compare=False),
 )  # fmt: skip
 
 
@@ -58,11 +78,11 @@ def card_values(results: Results) -> list[dict[str, float | None]]:
 
 
 def card_text(c: Card, d: DeploymentResults) -> str:
-    """A card's figure: its value (with its interval as ±%, where known), '>' its bound where
-    only that is known, else '-'."""
+    """A card's figure: its value (with its interval as a small ±%, where known), '>' its bound
+    where only that is known, else '-'."""
     v, bound, spread = c.value(d), c.bound(d), c.spread(d)
-    if v is not None and spread is not None and v > 0:
-        return f"{c.fmt.format(v)} ±{100 * spread / v:.2g}%"
+    if v is not None and spread is not None and v > 0:  # small: a full-size one is cut off
+        return f"{c.fmt.format(v)} :small[±{100 * spread / v:.2g}%]"
     if v is not None:
         return c.fmt.format(v)
     return "-" if bound is None else ">" + c.fmt.format(bound)
@@ -71,28 +91,53 @@ def card_text(c: Card, d: DeploymentResults) -> str:
 def _delta(value: float | None, base: float | None) -> str | None:
     if value is None or base is None or base == 0:
         return None
-    return f"{(value - base) / abs(base):+.0%} vs baseline"
+    return f"{(value - base) / abs(base):+.0%}"
 
 
 def card_delta(c: Card, d: DeploymentResults, base: DeploymentResults) -> str | None:
-    """A card's change against the baseline; for throughput, with the 95% interval of the
-    paired comparison (both ran on the same requests, part by part of the window)."""
+    """A card's change against the baseline (the card adds 'vs baseline'); None for a card that
+    is not compared. For throughput, with the 95% interval of the paired comparison, part by
+    part of the window (the same requests at the same times under an open loop or trace with
+    run.duration_s; a closed loop shares the lengths and seed only)."""
+    if not c.compare:
+        return None
     paired = throughput_vs(d, base) if c.paired else None
     if paired is not None:
-        return f"{paired[0] - 1:+.0%} ±{paired[1]:.0%} vs baseline"
-    return _delta(c.value(d), c.value(base))
+        return f"{paired[0] - 1:+.0%} ±{paired[1]:.0%}"
+    value, base_value = c.value(d), c.value(base)
+    if c.gpus is None or c.gpus(d) == c.gpus(base) or value is None or base_value is None:
+        return _delta(value, base_value)
+    delta = _delta(value / c.gpus(d), base_value / c.gpus(base))
+    return None if delta is None else f"{delta} per GPU"
 
 
-def metric_cards(results: Results) -> None:
-    """One row per deployment, one card per metric; deltas against the first deployment."""
+def row_head(d: DeploymentResults, layout: str | None, baseline: bool) -> str:
+    """A card row's heading: name, layout, GPUs (per pool for PD, whose KV cards are the decode
+    pool's), and whether it is the baseline."""
+    parts = [f"**{d.name}**", *([layout] if layout else []), f"{d.gpus} GPUs"]
+    if kv_pool(d) is not None:
+        parts[-1] += " (" + " + ".join(f"{p.role} {p.gpus}" for p in d.pools) + ")"
+        parts.append("KV cards: decode pool")
+    return " · ".join(parts + (["baseline"] if baseline else []))
+
+
+def _versus(delta: str) -> str:
+    """'vs baseline' under a delta, shortened beside a long one (a card is ~170 px wide)."""
+    return "vs baseline" if len(delta) <= 6 else "vs base"
+
+
+def metric_cards(results: Results, layouts: Mapping[str, str] | None = None) -> None:
+    """One row per deployment, one card per metric; deltas against the first deployment.
+    `layouts` (deployment name -> `Deployment.layout`) heads each row."""
     deps = results.deployments
     base = deps[0]
     for d in deps:
-        st.markdown(f"**{d.name}** · {d.gpus} GPUs" + (" · baseline" if d is base else ""))
+        st.markdown(row_head(d, (layouts or {}).get(d.name), d is base))
         for col, c in zip(st.columns(len(CARDS)), CARDS, strict=True):
+            delta = None if d is base else card_delta(c, d, base)
             col.metric(
-                c.label, card_text(c, d),
-                delta=None if d is base else card_delta(c, d, base), help=c.help,
+                c.label, card_text(c, d), delta=delta, help=c.help,
+                delta_description=None if delta is None else _versus(delta),
                 delta_color="normal" if c.higher_is_better else "inverse", border=True,
             )  # fmt: skip
 
@@ -143,10 +188,34 @@ def op_sources(results: Results) -> dict[str, str]:
     return sources
 
 
+def overlap_saved(d: DeploymentResults) -> float | None:
+    """Mean seconds per step two-batch overlap saved (negative: it cost time) in the pool whose
+    steps the breakdown shows (the decode pool of a PD pair)."""
+    if d.overlap_saved_s is not None:
+        return d.overlap_saved_s
+    return d.pools[-1].overlap_saved_s if d.pools else None
+
+
+def step_parts(results: Results) -> dict[str, dict[str, float]]:
+    """Per deployment, mean seconds per step by op and, under two-batch overlap, a segment of
+    minus the time it saved (negative: time hidden; positive: splitting cost more than it hid),
+    so the parts add up to the mean step time."""
+    out: dict[str, dict[str, float]] = {}
+    for d in results.deployments:
+        parts = dict(d.step_breakdown_s)
+        saved = overlap_saved(d)
+        if saved:
+            parts[charts.OVERLAP] = -saved
+        out[d.name] = parts
+    return out
+
+
 def breakdown(results: Results, key: str) -> None:
-    """Mean step time by op; each op's legend names where its time came from."""
-    per_dep = {d.name: d.step_breakdown_s for d in results.deployments}
-    st.plotly_chart(charts.step_breakdown(per_dep, op_sources(results)), key=f"{key}_breakdown")
+    """Mean step time by op (with two-batch overlap's effect); each op's legend names where
+    its time came from."""
+    steps = {d.name: d.step_time_s for d in results.deployments}
+    fig = charts.step_breakdown(step_parts(results), op_sources(results), step_s=steps)
+    st.plotly_chart(fig, key=f"{key}_breakdown")
 
 
 def imbalance(results: Results, key: str) -> None:
@@ -162,18 +231,23 @@ def imbalance(results: Results, key: str) -> None:
     )
 
 
-def details_table(results: Results) -> None:
-    rows = []
+def _round(value: float | None, digits: int, scale: float = 1.0) -> float | None:
+    return None if value is None else round(value * scale, digits)
+
+
+def details_rows(results: Results) -> list[dict[str, object]]:
+    """The details table: times in ms and shares in % (as the cards), rounded."""
+    rows: list[dict[str, object]] = []
     for d in results.deployments:
         r = d.requests
         rows.append(
             {
                 "deployment": d.name,
                 "GPUs": d.gpus,
-                "step ms": ms(d.step_time_s),
-                "decode batch/rank": d.decode_batch_per_rank,
-                "KV util": d.kv_utilisation,
-                "MTP accept len": d.mtp_accept_len,
+                "step ms": _round(ms(d.step_time_s), 1),
+                "decode batch/rank": _round(d.decode_batch_per_rank, 1),
+                "KV util %": _round(d.kv_utilisation, 1, 100.0),
+                "MTP accept len": _round(d.mtp_accept_len, 2),
                 "done/arrived": f"{r.completed}/{r.arrived}",
                 "queued": r.queued,
                 "rejected": r.rejected,
@@ -181,12 +255,35 @@ def details_table(results: Results) -> None:
                 "profile": d.profile,
             }
         )
-    st.dataframe(rows, hide_index=True, key="results_details")
+    return rows
 
 
-def show(results: Results, samples: Mapping[str, Mapping[str, Sequence[float]]], key: str) -> None:
+def details_table(results: Results) -> None:
+    st.dataframe(details_rows(results), hide_index=True, key="results_details")
+
+
+def roofline_only_note(results: Results) -> str | None:
+    """A caption when no op time came from a kernel table: every figure is a roofline estimate."""
+    if any(src != "roofline" for d in results.deployments for src in d.step_sources.values()):
+        return None
+    profiles = ", ".join(dict.fromkeys(d.profile for d in results.deployments))
+    return (
+        f"Every op time here is a roofline estimate ({profiles}): datasheet FLOP/s and bandwidth "
+        "scaled by efficiency factors, not a kernel timed on this GPU. The Calibration page "
+        "lists each factor and its source; a measured profile replaces them."
+    )
+
+
+def show(
+    results: Results,
+    samples: Mapping[str, Mapping[str, Sequence[float]]],
+    key: str,
+    layouts: Mapping[str, str] | None = None,
+) -> None:
     """Everything a run shows, in reading order."""
-    metric_cards(results)
+    if note := roofline_only_note(results):
+        st.caption(note)
+    metric_cards(results, layouts)
     st.subheader("Latency distributions")
     latency_cdfs(samples, key)
     c1, c2 = st.columns([3, 2])

@@ -30,7 +30,8 @@ def run_and_show(scenario: Scenario, key: str, prompt: str) -> runner.RunOutcome
     st.caption(outcome.summary)
     for note in run_notes(scenario, outcome.results, load_profile_for(scenario)):
         st.warning(note, icon=":material/info:")
-    results_view.show(outcome.results, outcome.samples, key=key)
+    layouts = {d.name: d.layout for d in scenario.deployments}
+    results_view.show(outcome.results, outcome.samples, key=key, layouts=layouts)
     return outcome
 
 

@@ -49,7 +49,7 @@ from sim.run import load_profile_for, run_scenario, simulate_scenario, summarize
 from sim.search.backends import ProcessBackend
 from sim.search.capacity import OPEN_LOOP, CapacityError, ProbeFn, capacity_search, search_count
 from sim.search.capacity_report import CapacityReport, CapacityResult, PdPoolsResult
-from sim.search.load import DEFAULT_FACTORS, load_of, load_points, run_load_sweep
+from sim.search.load import DEFAULT_FACTORS, Curves, load_of, load_points, run_load_sweep
 
 __all__ = [
     "DEFAULT_FACTORS",
@@ -59,6 +59,7 @@ __all__ = [
     "CapacityReport",
     "CapacityResult",
     "CatalogError",
+    "Curves",
     "DeploymentResults",
     "ExpectError",
     "IntensityRow",

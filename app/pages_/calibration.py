@@ -78,17 +78,26 @@ def _pick_profile() -> Profile | None:
 
 
 def _profile_gpu(profile: Profile) -> GpuSpec:
+    """The GPU whose datasheet the points are compared with: the profile's own unless the user
+    picks another (keyed by profile, so switching profiles resets it), with a warning then."""
     names = gpu_names()
-    default = profile.device.gpu if profile.device.gpu in names else "h200"
-    return load_gpu(
-        st.selectbox(
-            "roofline of GPU",
-            names,
-            index=names.index(default),
-            key="cal_gpu",
-            help="Datasheet the measured points are compared with.",
-        )
+    own = profile.device.gpu
+    choice = st.selectbox(
+        "roofline of GPU",
+        names,
+        index=names.index(own if own in names else "h200"),
+        key=f"cal_gpu_{profile.name}",
+        help="Datasheet the measured points are compared with.",
     )
+    if own is None:
+        st.caption(f"{profile.name} names no catalog GPU: pick the one it was measured on.")
+    elif choice != own:
+        st.warning(
+            f"{profile.name} was measured on {profile.device.name} ({own}); its points are "
+            f"compared with the {choice} datasheet, so the fractions of roofline below say how "
+            f"the {own} kernels fare against a {choice}, not how well they use their own GPU."
+        )
+    return load_gpu(choice)
 
 
 def _section_tables(profile: Profile, gpu: GpuSpec) -> None:

@@ -58,6 +58,9 @@ def absorb_expand_series(
     }
 
 
+HYPOTHETICAL_MLA = "MLA (hypothetical latent)"  # DeepSeek's latent under a GQA model's heads
+
+
 def roofline_points(model: ModelSpec, gqa_kv_heads: int, kv_dtype: str) -> list[IntensityRow]:
     """MHA/GQA/MQA/MLA decode AI at S = 1..4 for the model's head count (MLA in `kv_dtype`)."""
     if model.attention == "mla":
@@ -65,7 +68,9 @@ def roofline_points(model: ModelSpec, gqa_kv_heads: int, kv_dtype: str) -> list[
     else:
         dims = (512, 64)  # DeepSeek's latent, shown for comparison with a GQA model
     rows = family_table(model.num_heads, gqa_kv_heads, dims, max_s=4)
-    if model.attention != "mla" or kv_dtype != "fp8":
+    if model.attention != "mla":  # the model has no latent: say the MLA points are made up
+        return [replace(r, family=HYPOTHETICAL_MLA) if r.family == "MLA" else r for r in rows]
+    if kv_dtype != "fp8":
         return rows
     return [
         replace(r, flop_per_byte=model_decode_intensity(model, r.s_query, "fp8"))
@@ -165,14 +170,21 @@ def _section_roofline(model: ModelSpec, gpu: GpuSpec) -> None:
         key="phys_fig_roof",
     )
     ridge = gpu.ridge_flop_per_byte
-    mla_pts = [p for p in pts if p.family == "MLA"]
+    mla = "MLA" if model.attention == "mla" else HYPOTHETICAL_MLA
+    mla_pts = [p for p in pts if p.family == mla]
     first_bound = next((p.s_query for p in mla_pts if p.flop_per_byte >= ridge), None)
     cols = st.columns(3)
     cols[0].metric("ridge point", f"{ridge:.0f} FLOP/B")
-    cols[1].metric("MLA decode AI (S=1)", f"{mla_pts[0].flop_per_byte:.1f} FLOP/B")
+    cols[1].metric(f"{mla} decode AI (S=1)", f"{mla_pts[0].flop_per_byte:.1f} FLOP/B")
     cols[2].metric(
-        "MLA compute-bound from", "S > 4" if first_bound is None else f"S = {first_bound}"
+        f"{mla} compute-bound from", "S > 4" if first_bound is None else f"S = {first_bound}"
     )
+    if model.attention != "mla":
+        st.caption(
+            f"{model.name} uses {model.attention.upper()} attention: its MLA points are "
+            f"hypothetical, DeepSeek's 512 + 64 latent under its {model.num_heads} heads, for "
+            "comparison."
+        )
     st.dataframe(
         [
             {

@@ -24,8 +24,9 @@ from app import (
     runner,
     sweep,
 )
-from sim.api import load_gpu, load_model, profile_names
+from sim.api import Curves, load_gpu, load_model, profile_names
 from sim.specs.scenario import Scenario
+from sim.specs.workload import ClosedWorkload
 
 DEFAULT_PROFILE = "default: the GPU's <gpu>-roofline"
 DATASHEET = "datasheet"  # the bare datasheet roofline (efficiency 1, no launch cost)
@@ -48,6 +49,18 @@ DEFAULT: dict[str, Any] = {
     "slo": {"ttft_s": 3.0, "tpot_s": 0.1, "percentile": 90.0},
     "run": {"duration_s": 80.0, "warmup_s": 20.0, "seed": 1},
 }  # fmt: skip
+# The default traffic answers differently from scenarios/default.yaml; say why while it is shown.
+DEFAULT_WORKLOAD_NOTE = (
+    "Why this default can rank the layouts otherwise than scenarios/default.yaml: here 128 users "
+    "send 2,000-token prompts for ~200-token answers, a prefill-heavy load whose KV fits even "
+    "TP8's duplicated cache. TP8 then loses nothing to duplication, while every DP8 step pays "
+    "for each GPU reading the whole attention projection for ~16 requests, for the expert "
+    "all-to-all, and for prefills holding up its lock-step ranks (see the step breakdown). "
+    "scenarios/default.yaml asks for ~1,000-token answers at 4 req/s: its requests live about "
+    "a minute and fill TP8's KV, so TP8 queues (TTFT p90 ~17 s) where DP8 does not (~0.5 s), "
+    "at about the same tokens per GPU."
+)
+KEPT_SWEEPS = 8  # load sweeps kept per session; the oldest goes first
 
 
 def _setup() -> dict[str, Any] | None:
@@ -88,29 +101,37 @@ def _run_and_show(scenario: Scenario) -> None:
 
 
 def _sweep_section(scenario: Scenario) -> None:
+    """The load-sweep button, and the curves of this scenario once swept (kept for the session
+    by content hash, so other buttons and re-renders do not lose them)."""
     st.subheader("Throughput vs offered load")
     try:
         field, base = sweep.load_of(scenario)
     except ValueError as exc:
         st.info(str(exc))
         return
+    kept: dict[str, Curves] = st.session_state.setdefault("wi_sweeps", {})
+    key = runner.content_hash(scenario)
     loads = ", ".join(f"{base * f:g}" for f in sweep.DEFAULT_FACTORS)
-    if not st.button(f"Run load sweep ({field} = {loads})", key="wi_sweep"):
-        return
-    bar = st.progress(0.0, text="waiting for worker processes")
+    if st.button(f"Run load sweep ({field} = {loads})", key="wi_sweep") and key not in kept:
+        bar = st.progress(0.0, text="waiting for worker processes")
 
-    def on_point(k: int, n: int) -> None:
-        bar.progress(k / n, text=f"{k} of {n} load points done")
+        def on_point(k: int, n: int) -> None:
+            bar.progress(k / n, text=f"{k} of {n} load points done")
 
-    try:
-        curves = sweep.run_sweep(
-            runner.pool().pool,
-            scenario,
-            on_point=on_point,
-        )
-    except Exception as exc:  # shown in the page, never a traceback
-        components.show_error(exc, "The load sweep could not run:")
-        return
+        try:
+            kept[key] = sweep.run_sweep(runner.pool().pool, scenario, on_point=on_point)
+        except Exception as exc:  # shown in the page, never a traceback
+            components.show_error(exc, "The load sweep could not run:")
+            return
+        finally:
+            bar.empty()
+        while len(kept) > KEPT_SWEEPS:
+            kept.pop(next(iter(kept)))
+    if key in kept:
+        _show_sweep(kept[key], field)
+
+
+def _show_sweep(curves: Curves, field: str) -> None:
     series = {
         name: [(p[field], p["output_tok_s_per_gpu"]) for p in pts] for name, pts in curves.items()
     }
@@ -118,11 +139,7 @@ def _sweep_section(scenario: Scenario) -> None:
         charts.throughput_vs_load(series, x_label=field, y_label="output tok/s per GPU"),
         key="wi_fig_sweep",
     )
-    st.dataframe(
-        [{"deployment": n, **p} for n, pts in curves.items() for p in pts],
-        hide_index=True,
-        key="wi_sweep_table",
-    )
+    st.dataframe(sweep.table_rows(curves, field), hide_index=True, key="wi_sweep_table")
 
 
 def render() -> None:
@@ -162,6 +179,32 @@ def render() -> None:
         key="wi_dl_yaml",
     )
     st.subheader("Results")
-    _run_and_show(scenario)
-    _sweep_section(scenario)
-    capacity_view.render(scenario)
+    if scenario.workload == ClosedWorkload.model_validate(DEFAULT["workload"]):
+        st.caption(DEFAULT_WORKLOAD_NOTE)
+    runnable = _fitting(scenario, memory_view.unfit(model, gpu, valid), gpu.name)
+    if runnable is None:
+        return
+    _run_and_show(runnable)
+    _sweep_section(runnable)
+    capacity_view.render(runnable)
+
+
+def _fitting(scenario: Scenario, unfit: list[str], gpu: str) -> Scenario | None:
+    """The scenario without the deployments that do not fit (their reasons are under Per-GPU
+    memory); None, with a message, when none fits."""
+    if not unfit:
+        return scenario
+    names = ", ".join(unfit)
+    kept = [d for d in scenario.deployments if d.name not in unfit]
+    if not kept:
+        st.error(f"No deployment fits on {gpu} ({names}): see Per-GPU memory above for the fixes.")
+        return None
+    st.warning(
+        f"Left out of the run: {names} (does not fit on {gpu}; see Per-GPU memory above). "
+        f"The rest are simulated; {kept[0].name} is the baseline.",
+        icon=":material/block:",
+    )
+    data = scenario.model_dump(mode="json")
+    deps = [raw for raw, d in zip(data["deployments"], scenario.deployments, strict=True)
+            if d.name not in unfit]  # fmt: skip
+    return Scenario.model_validate(data | {"deployments": deps})

@@ -13,7 +13,8 @@ from sim.search.backends import Backend
 from sim.specs.scenario import Scenario
 
 DEFAULT_FACTORS = (0.5, 1.0, 1.5, 2.0)
-Curves = dict[str, list[dict[str, float]]]  # deployment -> points sorted by offered load
+# deployment -> points sorted by offered load; each point's figures are floats but `slo_met`
+Curves = dict[str, list[dict[str, float | bool]]]
 
 
 def load_of(scenario: Scenario) -> tuple[str, float]:
@@ -47,7 +48,8 @@ def run_load_sweep(
     backend: Backend,
     on_point: Callable[[int, int], None] | None = None,
 ) -> Curves:
-    """Per deployment: offered load, output tok/s per GPU, p90 TPOT and goodput at each point.
+    """Per deployment: offered load, output tok/s per GPU, p90 TPOT, goodput and whether the
+    SLO held, at each point.
 
     `on_point(done, total)` is called as each point finishes.
     """
@@ -63,8 +65,9 @@ def run_load_sweep(
                     "output_tok_s_per_gpu": d["output_tok_s_per_gpu"],
                     "tpot_p90_s": d["tpot_s"]["p90"] or float("nan"),
                     "goodput_req_s": d["goodput_req_s"],
+                    "slo_met": bool(d["slo_met"]),
                 }
             )
     for pts in curves.values():
-        pts.sort(key=lambda p: p[field])
+        pts.sort(key=lambda p: float(p[field]))
     return curves

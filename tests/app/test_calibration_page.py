@@ -120,3 +120,17 @@ def test_run_notes_put_what_was_not_measured_first() -> None:
     assert notes["note"].tolist()[0].startswith("kernels_calib.moe: stopped")
     assert notes[""].tolist() == ["!", ""]
     assert at.expander[-1].label == "Run notes: 2, 1 flagged"
+
+
+def test_roofline_gpu_follows_the_profile_and_warns_when_changed() -> None:
+    at = open_page("Calibration")
+    assert at.selectbox(key="cal_gpu_h800-published").value == "h800"
+    at.selectbox(key="cal_profile").set_value("h20-published").run()
+    assert at.selectbox(key="cal_gpu_h20-published").value == "h20"  # not the h800 left over
+    assert not at.warning
+    best_own = float(metrics(at)["best fraction of roofline"].rstrip("%"))
+    at.selectbox(key="cal_gpu_h20-published").set_value("h800").run()
+    assert "measured on" in at.warning[0].value and "h800 datasheet" in at.warning[0].value
+    best_h800 = float(metrics(at)["best fraction of roofline"].rstrip("%"))
+    assert best_h800 < best_own  # H20 kernels look poor against an H800's roofline
+    assert not at.exception

@@ -114,4 +114,8 @@ def test_gqa_model_skips_mla_only_views() -> None:
     assert "absorb vs expand applies to MLA only" in infos and "no DSA indexer" in infos
     m = metrics(at)
     # 64 heads over DeepSeek's latent: H (2 d_c + d_s) / (d_c + d_s) = 64 * 1088 / 576
-    assert m["MLA decode AI (S=1)"] == "120.9 FLOP/B"
+    assert m["MLA (hypothetical latent) decode AI (S=1)"] == "120.9 FLOP/B"
+    assert "MLA decode AI (S=1)" not in m  # Qwen3 has no latent: the point is labelled as made up
+    table = next(d.value for d in at.dataframe if "FLOP/byte" in d.value.columns)
+    assert "MLA" not in set(table["family"]) and "MLA (hypothetical latent)" in set(table["family"])
+    assert any("its MLA points are hypothetical" in c.value for c in at.caption)

@@ -19,8 +19,8 @@ def _cards(at: AppTest) -> list[tuple[str, str, str]]:
 
 
 def _number(value: str) -> float:
-    """A card's figure, without its interval (`464 ±2.6%` -> 464)."""
-    return float(value.split(" ±")[0].replace(",", ""))
+    """A card's figure, without its interval (`464 :small[±2.6%]` -> 464)."""
+    return float(value.split()[0].replace(",", ""))
 
 
 def test_default_run_shows_cards_and_charts() -> None:
@@ -36,8 +36,12 @@ def test_default_run_shows_cards_and_charts() -> None:
     assert dup == ["8", "1"]  # TP8 keeps the latent on every GPU; DP attention once
     cap = [_number(v) for label, v, _ in cards if label == "KV tokens (distinct)"]
     assert cap[1] > 3 * cap[0]
-    deltas = [d for _, _, d in cards[6:]]
-    assert all(d.endswith("vs baseline") for d in deltas if d)
+    deltas = {label: d for label, _, d in cards[6:]}
+    assert deltas["out tok/s/GPU"].count("%") == 2  # the change and its paired interval
+    assert deltas["KV dup factor"] == ""  # a layout fact: no change in %
+    descriptions = [m.proto.delta_description for m in at.metric[6:]]
+    assert descriptions[0] == "vs base"  # beside "-25% ±5%"
+    assert descriptions[1:] == ["vs baseline"] * 4 + [""]
     tput = [_number(v) for label, v, _ in cards if label == "out tok/s/GPU"]
     assert all(t > 0 for t in tput)
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
@@ -50,6 +54,16 @@ def test_default_run_shows_cards_and_charts() -> None:
     assert [t["name"] for t in cdf["data"]] == ["tp8", "dp8_ep8"]
     assert all(array(t, "y")[-1] == pytest.approx(1.0) for t in cdf["data"])
     assert [b.label for b in at.download_button][-2:] == ["results JSON", "results CSV"]
+    captions = " ".join(c.value for c in at.caption)
+    assert "Why this default can rank the layouts otherwise" in captions
+    assert "Every op time here is a roofline estimate (h200-roofline)" in captions
+    details = next(d.value for d in at.dataframe if "step ms" in d.value.columns)
+    step = details["step ms"].tolist()
+    assert step == [round(s, 1) for s in step] and all(10 < s < 1000 for s in step)  # ms, 0.1
+    assert all(0 < u <= 100 for u in details["KV util %"])  # in %, not a fraction
+    mem = figures(at)[0]
+    assert "10^9 bytes" in mem["layout"]["xaxis"]["title"]["text"]
+    assert "GiB of HBM, 135.7 GB usable" in mem["layout"]["xaxis"]["title"]["text"]
     at.segmented_control(key="wi_cdf_metric").set_value("TPOT").run()
     tpot = next(f for f in figures(at) if f["layout"]["title"]["text"] == "TPOT distribution")
     p90 = [_number(v) / 1e3 for label, v, _ in _cards(at) if label == "TPOT p90 ms"]
@@ -67,10 +81,14 @@ def test_changed_deployment_reruns_and_exports(monkeypatch: pytest.MonkeyPatch) 
     )
     at = open_page("What-if")
     at.number_input(key="dep0.attn_tp").set_value(4).run()
+    at.number_input(key="wl_out_tokens").set_value(1000).run()
     at.button(key="wi_run").click().run()
     assert not at.exception and not at.error
     dup = [m.value for m in at.metric if m.label == "KV dup factor"]
     assert dup == ["4", "1"]
+    assert not any("Why this default" in c.value for c in at.caption)  # not the default traffic
+    heads = [m.value for m in at.markdown if "GPUs" in m.value]
+    assert heads[0] == "**tp8** · attn TP4 x DP2, MoE EP1 x TP8 · 8 GPUs · baseline"
     scenario = parse_scenario(exported[-1])  # what `mlasim run` would read
     assert [(d.name, d.attn_tp) for d in scenario.deployments] == [("tp8", 4), ("dp8_ep8", 1)]
     assert scenario.workload.kind == "closed"
@@ -129,6 +147,21 @@ def test_load_sweep_button() -> None:
         base = DEFAULT["workload"]["concurrency"]
         assert array(trace, "x") == [base * f for f in (0.5, 1.0, 1.5, 2.0)]  # load x 0.5 .. 2
         assert all(y > 0 for y in array(trace, "y"))
+    table = next(d.value for d in at.dataframe if "goodput req/s" in d.value.columns)
+    assert list(table.columns) == [
+        "deployment", "concurrency", "out tok/s/GPU", "TPOT p90 ms", "goodput req/s", "SLO met"
+    ]  # fmt: skip
+    tpot = table["TPOT p90 ms"].dropna()  # empty where no request completed
+    assert len(tpot) > 0 and (tpot > 1).all()  # in ms, as the cards
+    assert set(table["SLO met"]) <= {"yes", "no"}
+    slow = table["TPOT p90 ms"] > 1e3 * DEFAULT["slo"]["tpot_s"]
+    assert (table.loc[slow, "SLO met"] == "no").all()  # a TPOT past the target fails the SLO
+    at.run()  # another interaction: the sweep stays, without being run again
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    assert "Throughput vs offered load" in titles
+    at.number_input(key="run_seed").set_value(2).run()  # another scenario: not its sweep
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    assert "Throughput vs offered load" not in titles
 
 
 def test_uploaded_model_config(tmp_path: Path) -> None:

@@ -64,17 +64,25 @@ def test_pd_pair_runs_shows_pools_and_exports(monkeypatch: pytest.MonkeyPatch) -
     at.button(key="wi_run").click().run()
     assert not at.exception and not at.error
     heads = [m.value for m in at.markdown if "GPUs" in m.value]
-    assert heads == ["**tp8** · 8 GPUs · baseline", "**pd** · 24 GPUs"]  # 8 prefill + 16 decode
+    assert heads == [
+        "**tp8** · attn TP8 x DP1, MoE EP1 x TP8 · 8 GPUs · baseline",
+        "**pd** · P: attn TP1 x DP8, MoE EP8 | D: attn TP1 x DP8, MoE EP8 x2 · 24 GPUs "
+        "(prefill 8 + decode 16) · KV cards: decode pool",
+    ]
     details = next(d.value for d in at.dataframe if "step ms" in d.value.columns)
     assert details["deployment"].tolist() == ["tp8", "pd"]
     assert details["GPUs"].tolist() == [8, 24]
     cards = [(m.label, m.value) for m in at.metric]
     assert len(cards) == 12
-    tput = [  # "464 ±2.6%": the figure, then its interval
-        float(v.split(" ±")[0].replace(",", "")) for label, v in cards if label == "out tok/s/GPU"
+    tput = [  # "464 :small[±2.6%]": the figure, then its interval
+        float(v.split()[0].replace(",", "")) for label, v in cards if label == "out tok/s/GPU"
     ]
     assert all(t > 0 for t in tput)
     assert [v for label, v in cards if label == "KV dup factor"] == ["8", "1"]  # decode pool's
+    # 8 GPUs against 24 (16 holding the KV): goodput and KV change per GPU
+    deltas = {m.label: m.delta for m in at.metric[6:]}
+    assert deltas["goodput req/s"].endswith("per GPU")
+    assert deltas["KV tokens (distinct)"].endswith("per GPU")
 
 
 def test_invalid_pool_input_is_reported_not_raised() -> None:
