@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from sim.io.claim_names import check_claim_names
 from sim.io.expect import ClaimError, validate_claims
 from sim.io.yaml_where import yaml_line
 from sim.specs.scenario import Scenario
@@ -154,6 +155,7 @@ def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
         raise ScenarioError(p, _problems(exc, root)) from None
     try:  # claims are vetted when the file loads, so `mlasim run` rejects a malformed one too
         validate_claims(scenario.expect)
+        check_claim_names(scenario)  # and the names they read: a typo fails before the run
     except ClaimError as exc:
         problems = [
             FieldProblem(yaml_line(text, ["expect", i]), f"expect[{i}]", msg)
