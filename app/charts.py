@@ -165,17 +165,18 @@ def memory_bars(rows: Sequence[Mapping[str, float | str]], *, hbm_note: str = ""
 
 
 def latency_cdf(samples: Mapping[str, Sequence[float]], *, metric: str) -> go.Figure:
-    """Empirical CDF of one latency metric for each deployment."""
+    """Empirical CDF of one latency metric (samples in seconds) for each deployment, drawn in
+    milliseconds as the cards show them."""
     fig = go.Figure()
     lo, hi = np.inf, -np.inf
     for name, values in samples.items():
-        v = np.sort(np.asarray(values, dtype=float))
+        v = np.sort(np.asarray(values, dtype=float)) * 1e3
         if v.size == 0:
             continue
         lo, hi = min(lo, v[0]), max(hi, v[-1])
         fig.add_scatter(x=v, y=np.arange(1, v.size + 1) / v.size, name=name, mode="lines")
     if np.isfinite(lo):  # pad, so a deployment whose requests all took the same time shows
-        pad = max(hi - lo, hi * 0.1, 1e-6) * 0.05
+        pad = max(hi - lo, hi * 0.1, 1e-3) * 0.05
         fig.update_xaxes(range=[lo - pad, hi + pad])
     else:  # empty axes would read as a plotting fault
         did = "got a first token" if metric == "TTFT" else "completed"
@@ -185,7 +186,7 @@ def latency_cdf(samples: Mapping[str, Sequence[float]], *, metric: str) -> go.Fi
         )  # fmt: skip
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
-    return _layout(fig, f"{metric} distribution", f"{metric} (s)", "fraction of requests")
+    return _layout(fig, f"{metric} distribution", f"{metric} (ms)", "fraction of requests")
 
 
 def throughput_vs_load(
