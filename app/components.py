@@ -137,10 +137,20 @@ def field_widget(name: str, info: FieldInfo, value: Any, key: str) -> Any:
         return None if optional and v == 0 else v
     if origin is tuple:
         text = st.text_input(
-            label, ", ".join(str(v) for v in value), key=key, help=f"{help_} Comma-separated."
+            label,
+            ", ".join(str(v) for v in value),
+            key=key,
+            help=f"{help_} Comma-separated.",
+            placeholder=TUPLE_HINTS.get(name, "comma-separated numbers"),
         )
         return parse_floats(text)
     return st.text_input(label, "" if value is None else str(value), key=key, help=help_)
+
+
+# what an empty list box suggests (a hint, never a value the run uses)
+TUPLE_HINTS = {
+    "mtp_acceptance": "e.g. 0.85 (DeepSeek-V3's second token: 85-90%), or 0.8, 0.6 per draft",
+}
 
 
 def parse_floats(text: str) -> tuple[float, ...] | str:

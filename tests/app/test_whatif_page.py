@@ -114,6 +114,7 @@ def test_scenario_level_errors_name_the_field() -> None:
     at.text_input(key="dep1.name").set_value("dp8").run()
     at.number_input(key="dep1.mtp_draft_tokens").set_value(2).run()
     assert "mtp_acceptance has 0 values for mtp_draft_tokens=2" in at.error[0].value
+    assert "e.g. 0.85" in at.text_input(key="dep1.mtp_acceptance").placeholder  # a hint only
     at.text_input(key="dep1.mtp_acceptance").set_value("0.8, lots").run()
     assert "mtp_acceptance" in at.error[0].value
     at.text_input(key="dep1.mtp_acceptance").set_value("0.8").run()
