@@ -36,9 +36,17 @@ def error_text(exc: Exception) -> str:
     return str(exc)
 
 
+MARKDOWN_MARKS = "\\`*_~$"  # what st.error would render as emphasis, code or LaTeX
+
+
+def plain(text: str) -> str:
+    """`text` shown as written inside Streamlit's markdown (`__import__` stays `__import__`)."""
+    return "".join("\\" + c if c in MARKDOWN_MARKS else c for c in text)
+
+
 def show_error(exc: Exception, what: str) -> None:
     """Report invalid input inside the page, never as a traceback."""
-    st.error(f"{what}\n\n{error_text(exc)}")
+    st.error(f"{what}\n\n{plain(error_text(exc))}")
 
 
 def model_picker(

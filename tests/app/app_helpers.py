@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -44,3 +45,8 @@ def array(trace: dict[str, object], axis: str) -> list[float]:
         data = base64.b64decode(str(raw["bdata"]))
         return np.frombuffer(data, dtype=np.dtype(str(raw["dtype"]))).astype(float).tolist()
     return [float(v) for v in raw]  # type: ignore[attr-defined]
+
+
+def error(at: AppTest, i: int = 0) -> str:
+    """The i-th error box's text as the user reads it (the page escapes markdown marks)."""
+    return re.sub(r"\\(.)", r"\1", at.error[i].value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from app_helpers import figures, metrics, open_page
+from app_helpers import error, figures, metrics, open_page
 
 from app.pages_ import calibration
 from sim.catalog import load_gpu, load_model
@@ -92,9 +92,9 @@ def test_upload_that_is_not_a_profile_is_reported() -> None:
     at.selectbox(key="cal_profile").set_value(calibration.UPLOAD).run()
     at.file_uploader(key="cal_upload").upload("bad.json", b'{"hello": 1}').run()
     assert not at.exception
-    assert "not a calibration profile" in at.error[0].value
+    assert "not a calibration profile" in error(at)
     at.file_uploader(key="cal_upload").upload("v9.json", b'{"schema_version": 9}').run()
-    assert "schema_version 9 is not supported" in at.error[0].value
+    assert "schema_version 9 is not supported" in error(at)
 
 
 def test_crossover_rows_name_the_winner_when_curves_do_not_cross() -> None:

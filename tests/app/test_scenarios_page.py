@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app_helpers import open_page
+from app_helpers import error, open_page
 from streamlit.testing.v1 import AppTest
 
 from app.pages_ import scenarios
@@ -55,7 +55,7 @@ def test_invalid_edit_names_line_and_field() -> None:
     at = open_page("Scenarios")
     at = _edited(at, "attn_tp: 1 ", "attn_tp: 3 ")
     assert not at.exception
-    message = at.error[0].value
+    message = error(at)
     line = 1 + next(
         i for i, ln in enumerate(DEFAULT.read_text().splitlines()) if "attn_tp: 1 " in ln
     )
@@ -69,7 +69,7 @@ def test_broken_yaml_is_reported() -> None:
     at = open_page("Scenarios")
     at = _edited(at, "gpu: h200", "gpu: [h200")
     assert not at.exception
-    assert "does not load" in at.error[0].value and "(yaml)" in at.error[0].value
+    assert "does not load" in error(at) and "(yaml)" in error(at)
 
 
 def test_expectation_rows_verdicts() -> None:

@@ -28,3 +28,10 @@ def test_name_list_fields_offer_their_literal_names() -> None:
     assert options["d.dense_ffn"] == ["tp", "dp", "unit"]
     values = {s.key: s.value for s in at.selectbox}
     assert values["d.router"] == "least_kv" and values["d.mla_policy"] == "sglang"
+
+
+def test_error_text_is_shown_as_written_not_as_markdown() -> None:
+    from app.components import plain
+
+    shown = plain("calling '__import__' is not allowed; 2 * x_y * 3 costs $5")
+    assert "\\_\\_import\\_\\_" in shown and "2 \\* x\\_y \\* 3" in shown and "\\$5" in shown

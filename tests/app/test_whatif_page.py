@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from app_helpers import array, figures, open_page
+from app_helpers import array, error, figures, open_page
 from streamlit.testing.v1 import AppTest
 
 from app import components, export
@@ -100,7 +100,7 @@ def test_invalid_deployment_is_reported_not_raised() -> None:
     at = open_page("What-if")
     at.number_input(key="dep0.attn_tp").set_value(3).run()
     assert not at.exception
-    message = at.error[0].value
+    message = error(at)
     assert "Deployment 1 is invalid" in message and "attn_tp=3 must divide" in message
     assert not at.metric and not at.button  # nothing to run until it is fixed
     at.number_input(key="dep0.attn_tp").set_value(8).run()
@@ -110,13 +110,13 @@ def test_invalid_deployment_is_reported_not_raised() -> None:
 def test_scenario_level_errors_name_the_field() -> None:
     at = open_page("What-if")
     at.text_input(key="dep1.name").set_value("dp 8").run()
-    assert "not a valid identifier" in at.error[0].value
+    assert "not a valid identifier" in error(at)
     at.text_input(key="dep1.name").set_value("dp8").run()
     at.number_input(key="dep1.mtp_draft_tokens").set_value(2).run()
-    assert "mtp_acceptance has 0 values for mtp_draft_tokens=2" in at.error[0].value
+    assert "mtp_acceptance has 0 values for mtp_draft_tokens=2" in error(at)
     assert "e.g. 0.85" in at.text_input(key="dep1.mtp_acceptance").placeholder  # a hint only
     at.text_input(key="dep1.mtp_acceptance").set_value("0.8, lots").run()
-    assert "mtp_acceptance" in at.error[0].value
+    assert "mtp_acceptance" in error(at)
     at.text_input(key="dep1.mtp_acceptance").set_value("0.8").run()
     assert not at.error and not at.exception
 
@@ -176,7 +176,7 @@ def test_uploaded_model_config(tmp_path: Path) -> None:
     assert mem["KV dup factor"].tolist() == [8, 1]  # Kimi K2 is MLA too
     at.file_uploader(key="wi_model_file").upload("config.json", b'{"hidden_size": 7}').run()
     assert not at.exception
-    assert "is not a usable model config" in at.error[0].value
+    assert "is not a usable model config" in error(at)
 
 
 def test_parse_floats() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from app_helpers import figures, open_page
+from app_helpers import error, figures, open_page
 from streamlit.testing.v1 import AppTest
 
 from app import capacity_view, export, pd_capacity_view
@@ -89,7 +89,7 @@ def test_invalid_pool_input_is_reported_not_raised() -> None:
     at = _pd_page()
     at.number_input(key="dep1.prefill.attn_tp").set_value(3).run()
     assert not at.exception
-    message = at.error[0].value
+    message = error(at)
     assert "Deployment 2 is invalid" in message
     assert "prefill" in message and "attn_tp=3 must divide" in message
     assert not at.metric and not at.button  # nothing to run until it is fixed
@@ -97,10 +97,10 @@ def test_invalid_pool_input_is_reported_not_raised() -> None:
     assert not at.error
     at.selectbox(key="dep1.decode.dsa").set_value("on").run()  # checked against the model
     assert not at.exception
-    assert "deployments[1] (pd).decode.dsa='on' but deepseek-v3 has no DSA" in at.error[0].value
+    assert "deployments[1] (pd).decode.dsa='on' but deepseek-v3 has no DSA" in error(at)
     at.selectbox(key="dep1.decode.dsa").set_value("auto").run()
     at.text_input(key="dep1.pd.name").set_value("p d").run()
-    assert "not a valid identifier" in at.error[0].value
+    assert "not a valid identifier" in error(at)
     at.text_input(key="dep1.pd.name").set_value("pd").run()
     assert not at.error and not at.exception
 
