@@ -29,7 +29,7 @@ def run_and_show(scenario: Scenario, key: str, prompt: str) -> runner.RunOutcome
         return None
     st.caption(outcome.summary)
     for note in run_notes(scenario, outcome.results, load_profile_for(scenario)):
-        st.warning(note, icon=":material/info:")
+        st.warning(components.plain(note), icon=":material/info:")
     layouts = {d.name: d.layout for d in scenario.deployments}
     results_view.show(outcome.results, outcome.samples, key=key, layouts=layouts)
     return outcome
