@@ -55,7 +55,8 @@ CARDS = (
          spread=lambda d: d.output_tok_s_per_gpu_ci95, paired=True),
     Card("TTFT p90 ms", lambda d: ms(d.ttft_s.p90), "{:,.0f}", False,
          "Time to first token; requests still waiting at the end count as at least their wait "
-         "(Kaplan-Meier). '>' marks a p90 beyond every first token seen.",
+         "(Kaplan-Meier). '>' marks a p90 beyond every first token seen (with none seen, beyond "
+         "the median wait).",
          bound=lambda d: ms(d.ttft_s.exceeds_s)),
     Card("TPOT p90 ms", lambda d: ms(d.tpot_s.p90), "{:,.1f}", False,
          "Time per output token after the first."),

@@ -27,8 +27,9 @@ from sim.specs.deployment import PdDeployment
 from sim.specs.scenario import Scenario
 
 ANY = "any"  # a level whose keys only the run knows
-Shape = Mapping[str, Any] | str  # a group of named shapes, ANY, or a leaf ("value")
-VALUE = "value"
+Shape = Mapping[str, Any] | str  # a group of named shapes, ANY, or a leaf (VALUE or TEXT)
+VALUE = "value"  # a number (or a flag), what a claim can compare
+TEXT = "text"  # a name, a list: reported, never compared
 
 
 def _shape_of(annotation: Any) -> Shape:
@@ -41,6 +42,8 @@ def _shape_of(annotation: Any) -> Shape:
         return model_shape(annotation)
     if origin is dict:
         return ANY
+    if annotation is str or origin in (list, typing.Literal):
+        return TEXT
     return VALUE
 
 
@@ -106,6 +109,8 @@ def unknown(path: str, shape: Mapping[str, Shape]) -> str | None:
         return f"{path!r} is a group of values, not a number; keys under it: " + ", ".join(
             sorted(node)
         )
+    if node == TEXT:
+        return f"{path!r} is text or a list, not a number"
     return None
 
 

@@ -65,8 +65,12 @@ def overloaded(arrived: int, queued: int) -> bool:
     return arrived > 0 and 3 * queued >= arrived
 
 
-def overload_note(results: Results) -> str | None:
-    """A warning naming the deployments whose queue outlasts the window (`overloaded`)."""
+def overload_note(results: Results, open_loop: bool = True) -> str | None:
+    """A warning naming the deployments whose queue outlasts the window (`overloaded`). Only
+    for open-loop and trace arrivals: a closed loop's queue is bounded by its users, so there a
+    longer run does settle it (`unfinished_note` says so)."""
+    if not open_loop:
+        return None
     over = [
         f"{d.name} {d.requests.queued:,} of {d.requests.arrived:,}"
         for d in results.deployments
@@ -81,15 +85,15 @@ def overload_note(results: Results) -> str | None:
     )
 
 
-def unfinished_note(results: Results) -> str | None:
-    """A warning when few requests that arrived in the window finished (`few_finished`), and
-    not because they are queued (`overload_note`): TPOT (and the SLO verdict) then rest on the
-    ones that did, the earliest or shortest."""
+def unfinished_note(results: Results, open_loop: bool = True) -> str | None:
+    """A warning when few requests that arrived in the window finished (`few_finished`), and,
+    under open-loop arrivals, not because they are queued (`overload_note`): TPOT (and the SLO
+    verdict) then rest on the ones that did, the earliest or shortest."""
     few = [
         f"{d.name} {d.requests.completed:,} of {d.requests.arrived:,}"
         for d in results.deployments
         if few_finished(d.requests.arrived, d.requests.completed)
-        and not overloaded(d.requests.arrived, d.requests.queued)
+        and not (open_loop and overloaded(d.requests.arrived, d.requests.queued))
     ]
     if not few:
         return None
@@ -141,12 +145,13 @@ def cpu_profile_note(profile: Profile | None) -> str | None:
 
 def run_notes(sc: Scenario, results: Results, profile: Profile | None) -> list[str]:
     """Every note that applies to a run, most important first."""
+    open_loop = not isinstance(sc.workload, ClosedWorkload)
     notes = (
         cpu_profile_note(profile),
         empty_note(results),
         rejected_note(results),
-        overload_note(results),
-        unfinished_note(results),
+        overload_note(results, open_loop),
+        unfinished_note(results, open_loop),
         noisy_note(results),
         lockstep_note(sc),
         extrapolated_note(results),

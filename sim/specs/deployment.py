@@ -71,8 +71,9 @@ class Deployment(Spec):
         ge=0,
         le=8,
         description="MTP draft tokens verified per decode step (0 = off). A model "
-        "that ships no MTP module (mtp_layers 0) drafts with an assumed one of the same shape "
-        "as DeepSeek's (one MoE decoder layer), whose weights and KV are counted.",
+        "that ships no MTP module (mtp_layers 0) drafts with an assumed one built as DeepSeek's "
+        "are: one of the model's own MoE decoder layers plus a 2d -> d projection, whose weights "
+        "and KV are counted.",
     )
     mtp_acceptance: tuple[float, ...] = Field(
         default=(),

@@ -54,6 +54,7 @@ def test_every_name_a_run_reports_is_accepted() -> None:
         ("tp8.ttft_s < 1", ["'tp8.ttft_s' is a group of values, not a number"]),
         ("tp8.gpus.total > 1", ["'tp8.gpus' is a value, it has no 'total'"]),
         ("scenario.slo_ttft > 0", ["did you mean 'slo_ttft_s'"]),
+        ("tp8.profile == 1", ["'tp8.profile' is text or a list, not a number"]),
     ],
 )  # fmt: skip
 def test_a_misspelt_name_fails_at_load_with_what_exists(claim: str, fragments: list[str]) -> None:

@@ -79,6 +79,9 @@ def test_an_overload_is_not_called_a_short_window() -> None:
     assert unfinished_note(over) is None
     short = _results(arrived=190, completed=41, queued=10)  # few finished, but not queued
     assert overload_note(short) is None and unfinished_note(short) is not None
+    # a closed loop's queue is bounded by its users: a longer run settles it
+    assert overload_note(over, open_loop=False) is None
+    assert unfinished_note(over, open_loop=False) is not None
 
 
 def test_an_empty_window_is_said() -> None:
