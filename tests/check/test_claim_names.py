@@ -69,3 +69,27 @@ def test_a_misspelt_name_fails_at_load_with_what_exists(claim: str, fragments: l
 def test_the_library_names_only_what_its_runs_report() -> None:
     for path in [*SCENARIOS.glob("*.yaml"), *SCENARIOS.glob("validation/*.yaml")]:
         load_scenario(path)  # raises on any unknown name
+
+
+def test_every_number_a_real_run_reports_passes_the_load_check() -> None:
+    """No false refusals: each numeric path in a real run's namespace (a unit and a PD pair,
+    pools and ops included) is accepted by the shape the load check uses."""
+    from sim.io.claim_names import scenario_shape, unknown
+    from sim.io.namespace import build_namespace
+    from sim.run import run_scenario
+
+    busy = BASE.replace("rate_req_s: 1,", "rate_req_s: 40,")  # enough for every figure
+    text = busy.replace("duration_s: 5, warmup_s: 1", "duration_s: 4, warmup_s: 0.5")
+    sc = parse_scenario(text + "  - tp8.gpus == 8\n")
+    ns = build_namespace(run_scenario(sc).model_dump(mode="json"))
+    shape = scenario_shape(sc)
+
+    def leaves(node: object, path: str) -> list[str]:
+        if isinstance(node, dict):
+            return [p for k, v in node.items() for p in leaves(v, f"{path}.{k}" if path else k)]
+        return [path] if isinstance(node, int | float) else []  # bools are ints too
+
+    paths = leaves(ns, "")
+    assert len(paths) > 150 and "pd.pools.decode.step_breakdown_s.attn_decode" in paths
+    refused = {p: unknown(p, shape) for p in paths if unknown(p, shape) is not None}
+    assert refused == {}
