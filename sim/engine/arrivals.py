@@ -52,6 +52,18 @@ def draw_lengths(
     return np.maximum(inp, 1), out, cap_cached(cached, np.maximum(inp, 1))
 
 
+LENGTH_SAMPLE = 100_000  # draws behind `share_longer_than`: shares down to ~1e-4 show
+
+
+def share_longer_than(
+    w: PoissonWorkload | GammaWorkload | ClosedWorkload, limit_tokens: int
+) -> float:
+    """Share of the workload's requests whose prompt + answer exceed `limit_tokens`, from a
+    fixed-seed sample of its length distributions (the same for every run)."""
+    inp, out, _ = draw_lengths(w, np.random.default_rng(0), LENGTH_SAMPLE)
+    return float(np.count_nonzero(inp + out > limit_tokens)) / LENGTH_SAMPLE
+
+
 def open_loop(
     w: PoissonWorkload | GammaWorkload,
     rng: np.random.Generator,

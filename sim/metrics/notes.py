@@ -9,10 +9,12 @@ requests were rejected.
 
 from __future__ import annotations
 
+from sim.catalog import load_model
+from sim.engine.arrivals import share_longer_than
 from sim.metrics.results import Results, few_finished
 from sim.specs.profile import Profile
 from sim.specs.scenario import Scenario
-from sim.specs.workload import ClosedWorkload, FixedLength
+from sim.specs.workload import ClosedWorkload, FixedLength, TraceWorkload
 
 # A mark, not the word, in each cell: most ops of a cross-GPU profile are extrapolated and the
 # full word would wrap every cell of an 80-column terminal.
@@ -132,6 +134,23 @@ def rejected_note(results: Results) -> str | None:
     )
 
 
+def context_note(sc: Scenario, context_tokens: int) -> str | None:
+    """A warning when the workload's unbounded lengths put some requests past the model's
+    context: they are simulated as if served, where a serving engine would refuse them (a
+    workload whose bounded lengths exceed it is refused before the run, `sim.run`)."""
+    w = sc.workload
+    if isinstance(w, TraceWorkload):
+        return None
+    share = share_longer_than(w, context_tokens)
+    if share == 0.0:
+        return None
+    return (
+        f"about {share:.2%} of the requests (prompt + answer) exceed {sc.model}'s "
+        f"{context_tokens:,}-token context: they are simulated as if served, which a serving "
+        "engine would refuse. Cap the lengths (max_tokens) to keep them inside it"
+    )
+
+
 def cpu_profile_note(profile: Profile | None) -> str | None:
     """A warning when the times come from a profile measured on a CPU."""
     if profile is None or not profile.device.name.lower().startswith("cpu"):
@@ -148,6 +167,7 @@ def run_notes(sc: Scenario, results: Results, profile: Profile | None) -> list[s
     open_loop = not isinstance(sc.workload, ClosedWorkload)
     notes = (
         cpu_profile_note(profile),
+        context_note(sc, load_model(sc.model).max_position_tokens),
         empty_note(results),
         rejected_note(results),
         overload_note(results, open_loop),

@@ -198,3 +198,17 @@ def test_layout_says_what_a_name_may_not() -> None:
     one = Deployment(name="p", attn_tp=1)
     pd = PdDeployment(name="pd", prefill=one, decode=one)
     assert pd.layout == "P: attn TP1 x DP8, MoE EP8 | D: attn TP1 x DP8, MoE EP8"
+
+
+def test_requests_past_the_context_from_an_unbounded_tail_are_noted() -> None:
+    from sim.metrics.notes import context_note
+
+    assert context_note(parse_scenario(SHORT), 163_840) is None  # fixed 1,050 tokens
+    tail = "input: {kind: lognormal, mean_tokens: 60000, sigma: 1.0}"
+    sc = parse_scenario(SHORT.replace("input: {kind: fixed, tokens: 1000}", tail))
+    note = context_note(sc, 163_840)
+    assert note is not None and "exceed deepseek-v3's 163,840-token context" in note
+    share = float(note.split("about ")[1].split("%")[0]) / 100
+    # lognormal, mean 60K, sigma 1 (mu = ln 60000 - 1/2): P(X > 163,790) = 6.63%
+    assert 0.06 < share < 0.073
+    assert any(n == note for n in run_notes(sc, _results(), None))
