@@ -111,7 +111,7 @@ def _run_family(ctx: Ctx, mod: ModuleType) -> None:
         mod.run(ctx)
     except StopCalibration as stop:
         ctx.notes.append(f"{mod.__name__}: stopped ({stop}); tables measured before it are kept")
-    except RuntimeError as exc:  # e.g. out of memory while building inputs
+    except Exception as exc:  # e.g. out of memory, or an op this torch/GPU lacks: keep the rest
         ctx.notes.append(
             f"{mod.__name__}: aborted at {ctx.current!r} ({exc!r}); tables measured before it "
             "are kept"
