@@ -1,7 +1,8 @@
 """Absorbed MLA decode: latent attention over batch x context x query tokens x KV dtype.
 
 Candidates for BF16 KV, in order of preference: FlashMLA and FlashInfer's MLA kernel (CUDA, when
-importable) and the torch fallback (`mla_torch.latent_attention`). The first candidate that
+importable), the project's fused Triton kernel (`mla_triton`, CUDA, when Triton is importable)
+and the unfused torch fallback (`mla_torch.latent_attention`). The first candidate that
 passes the absorb-vs-expand check is timed; a failing one is reported and skipped.
 
 FP8 KV has no candidate yet: FlashMLA's dense decode reads BF16 KV only (its FP8 format serves
@@ -123,6 +124,20 @@ def _flashinfer_mla(ctx: Ctx) -> DecodeKernel | None:
     return DecodeKernel(impl="flashinfer_mla", prepare=prepare, run=run)
 
 
+def _triton_mla(ctx: Ctx) -> DecodeKernel | None:
+    """The project's fused Triton kernel (`mla_triton`), when Triton is importable."""
+    try:
+        from kernels_calib import mla_triton
+    except ImportError:
+        return None
+    ctx.libraries["triton"] = _version("triton")
+    return DecodeKernel(
+        impl="triton_mla",
+        prepare=lambda q, c, d_c, scale: (q, c, d_c, scale),
+        run=lambda s: mla_triton.latent_attention(*s),
+    )
+
+
 def _version(package: str) -> str:
     try:
         return importlib.metadata.version(package)
@@ -136,7 +151,7 @@ def candidates(ctx: Ctx, kv_dtype: str) -> list[DecodeKernel]:
         return []
     found: list[DecodeKernel] = []
     if ctx.device == "cuda":
-        for make in (_flash_mla, _flashinfer_mla):
+        for make in (_flash_mla, _flashinfer_mla, _triton_mla):
             kernel = make(ctx)
             if kernel is not None:
                 found.append(kernel)
