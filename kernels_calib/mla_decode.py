@@ -247,3 +247,7 @@ def run(ctx: Ctx) -> None:
                 ctx.add(
                     "mla_decode", key, ("batch", "kv_len"), rows, dtype="bf16", impl=kernel.impl
                 )
+        if kernel is not None and kernel.impl == "triton_mla":
+            from kernels_calib import mla_triton
+
+            ctx.notes.append(f"mla_decode triton_mla tiles chosen: {mla_triton.chosen_configs()}")

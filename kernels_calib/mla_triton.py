@@ -39,7 +39,7 @@ def _partial(
     stride_ob, stride_os, stride_or, stride_lb, stride_ls,
     D_C: tl.constexpr, D_S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
-    b = tl.program_id(0)
+    b = tl.program_id(0).to(tl.int64)  # b * the cache stride passes 2**31 at large batch
     split = tl.program_id(2)
     offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = offs_m < rows
@@ -77,11 +77,26 @@ def _partial(
     tl.store(lse_ptr + b * stride_lb + split * stride_ls + offs_m, lse, mask=row_ok)
 
 
+def _bench(kernel_call: object, quantiles: tuple[float, ...]) -> object:
+    """Short tuning runs (Triton's default spends 125 ms per config and shape)."""
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=20, quantiles=quantiles)
+
+
 # On a GPU the tile shape is tuned per problem (a few configs, once per shape); the interpreter
 # has no benchmarker, so it runs the first config.
-_tuned_partial = triton.autotune(configs=CONFIGS, key=["rows", "kv_len", "batch", "split_tokens"])(
-    _partial
-)
+_tuned_partial = triton.autotune(
+    configs=CONFIGS, key=["rows", "kv_len", "batch", "split_tokens"], do_bench=_bench
+)(_partial)
+
+
+def chosen_configs() -> str:
+    """The tile configs tuning picked so far, with how many shapes chose each (for the notes)."""
+    counts: dict[str, int] = {}
+    for config in getattr(_tuned_partial, "cache", {}).values():
+        kw = config.kwargs
+        name = f"BLOCK_M={kw['BLOCK_M']} BLOCK_N={kw['BLOCK_N']} warps={config.num_warps}"
+        counts[name] = counts.get(name, 0) + 1
+    return "; ".join(f"{name}: {n} shapes" for name, n in sorted(counts.items())) or "none tuned"
 
 
 @triton.jit
@@ -90,7 +105,7 @@ def _merge(
     stride_pb, stride_ps, stride_pr, stride_lb, stride_ls, stride_ob, stride_or,
     D_C: tl.constexpr,
 ):  # fmt: skip
-    b = tl.program_id(0)
+    b = tl.program_id(0).to(tl.int64)  # b * the cache stride passes 2**31 at large batch
     r = tl.program_id(1)
     offs_c = tl.arange(0, D_C)
     m = tl.full([1], float("-inf"), tl.float32)

@@ -19,6 +19,7 @@ SHIPPED = [
     "h100-roofline",
     "h20-published",
     "h20-roofline",
+    "h200-measured",
     "h200-roofline",
     "h800-published",
     "h800-roofline",
