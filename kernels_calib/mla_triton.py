@@ -31,7 +31,9 @@ CONFIGS = [
 ]
 
 
-@triton.jit
+# Sizes are not specialised on (Triton compiles a variant per value that is 1 or divisible by
+# 16): one compile per tile config serves every shape; strides still are, for vector loads.
+@triton.jit(do_not_specialize=["batch", "rows", "heads", "s_q", "kv_len", "split_tokens"])
 def _partial(
     q_ptr, c_ptr, o_ptr, lse_ptr,
     scale_log2, batch, rows, heads, s_q, kv_len, split_tokens,
