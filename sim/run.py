@@ -14,7 +14,7 @@ from collections.abc import Callable
 from sim.catalog import load_gpu, load_model
 from sim.cost.batch import ServingCost
 from sim.engine import SimOutput, simulate
-from sim.engine.arrivals import Batch
+from sim.engine.arrivals import Batch, WorkloadRefused
 from sim.metrics import Results, summarize
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.gpu import GpuSpec
@@ -143,10 +143,14 @@ def simulate_deployment(
 
     gpu = load_gpu(scenario.gpu)
     tick = (lambda f: progress(dep.name, f)) if progress is not None else None
-    return simulate(
-        dep, cost_for, scenario.workload, scenario.run, trace=trace, nic_gb_s=gpu.nic_gb_s,
-        progress=tick,
-    )  # fmt: skip
+    try:
+        return simulate(
+            dep, cost_for, scenario.workload, scenario.run, trace=trace, nic_gb_s=gpu.nic_gb_s,
+            progress=tick,
+        )  # fmt: skip
+    except WorkloadRefused as exc:
+        held = ", ".join(f"{c.kv_capacity_tokens_per_rank:,}" for _, c in built)
+        raise ValueError(f"deployment {dep.name!r}: {exc} (KV per rank: {held} tokens)") from None
 
 
 def simulate_scenario(

@@ -21,6 +21,11 @@ from sim.specs.workload import ClosedWorkload, GammaWorkload, PoissonWorkload
 
 INF = float("inf")
 NO_PIN = np.zeros(0, dtype=np.int64)
+MAX_REFUSALS = 10_000  # closed loop: refusals in a row that stop the run (ClosedLoopFeed)
+
+
+class WorkloadRefused(ValueError):
+    """A closed loop's requests are refused one after another: they cannot fit the deployment."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,10 @@ class ScheduledFeed:
 
 
 class ClosedLoopFeed:
-    """A fixed number of requests in flight: each completion releases a new arrival at once.
+    """A fixed number of requests in flight: each completion releases a new arrival at once, and
+    so does each refusal (a request that can never fit: the user gets an error and moves on).
+    A run of `MAX_REFUSALS` refusals in a row with none admitted between stops the run with
+    WorkloadRefused: the workload's requests do not fit the deployment.
 
     With `pin_ranks`, the initial requests are spread evenly over the ranks and each replacement
     is pinned to the home rank of the request it replaces; otherwise the router places it.
@@ -152,6 +160,7 @@ class ClosedLoopFeed:
         self._pending_rank: list[int] = ranks.tolist() if self.pinned else [-1] * n0
         self._lengths: tuple[IntArray, IntArray, IntArray] | None = None
         self._used = 0
+        self._refusals = 0  # requests refused in a row, none admitted between
 
     def _draw(self, n: int) -> tuple[IntArray, IntArray, IntArray]:
         """Next `n` request lengths, drawn in blocks so the sequence does not depend on timing."""
@@ -183,6 +192,18 @@ class ClosedLoopFeed:
         self._pending_rank[k:k] = home_ranks.tolist() if self.pinned else [-1] * m
         if self.on_push is not None:
             self.on_push()
+
+    def refused(self, ids: IntArray, pins: IntArray, admitted: int, now: float) -> None:
+        """`ids` were refused at `now` (`admitted` others of their delivery fitted): their users
+        send their next requests at once."""
+        self._refusals = ids.shape[0] + (0 if admitted else self._refusals)
+        if self._refusals >= MAX_REFUSALS:
+            raise WorkloadRefused(
+                f"closed loop: {self._refusals:,} requests in a row were refused (each needs "
+                "more KV than one rank holds); shorten the workload's lengths or give the "
+                "ranks more KV"
+            )
+        self.release(now, pins)
 
     def pop_until(self, now: float, table: RequestTable) -> tuple[IntArray, IntArray]:
         n = bisect_right(self._pending_t, now)  # pending times stay sorted

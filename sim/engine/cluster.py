@@ -126,6 +126,8 @@ def build_cluster(
         cluster.exit.on_finished = release
         if cluster.entry is not cluster.exit:
             cluster.entry.on_finished = release  # PD requests whose only token came from prefill
+        for p in cluster.pools:  # a refused request's user moves on to the next one
+            p.on_refused = closed.refused
     for u in cluster.units:
         env.process(u.run())
     return cluster

@@ -75,6 +75,8 @@ class Pool:
         self.log = StepLog(self.ranks_per_unit)
         self.units: list[Wakeable] = []
         self.on_finished: Callable[[IntArray, float], None] | None = None
+        # refused requests (ids, their pinned ranks or -1, how many of the batch fitted, time)
+        self.on_refused: Callable[[IntArray, IntArray, int, float], None] | None = None
         self.on_transfer: Callable[[IntArray, float], None] | None = None
         self.also_fits: Callable[[IntArray], np.ndarray] | None = None
         self.routed = self.rejected = self.completed = self.transferred = self.preempted = 0
@@ -126,20 +128,27 @@ class Pool:
 
     # -- named state changes -------------------------------------------------------------------
     def deliver(self, now: float) -> None:
-        """Route every request the feed has released by `now` (or reject it if it never fits)."""
-        if self.feed.next_time() > now:
-            return
+        """Route every request the feed has released by `now`, or reject it if it never fits (a
+        closed loop's refused users send their next requests at once: those are routed too)."""
+        while self.feed.next_time() <= now:
+            ids, pins = self.feed.pop_until(now, self.table)
+            if ids.shape[0] == 0:
+                return
+            self._route_new(ids, pins, now)
+
+    def _route_new(self, ids: IntArray, pins: IntArray, now: float) -> None:
         t = self.table
-        ids, pins = self.feed.pop_until(now, t)
-        if ids.shape[0] == 0:
-            return
         # new table rows come in order: slices read and write them without gathering
         rows: IntArray | slice = slice(int(ids[0]), int(ids[-1]) + 1) if self.feed.fresh else ids
         inp, out, target = t.input_tokens[rows], t.output_tokens[rows], t.prefill_target[rows]
         ok = self._fits(inp, out, target, ids)
         if not ok.all():
-            t.reject(ids[~ok])
-            self.rejected += int((~ok).sum())
+            refused = ids[~ok]
+            t.reject(refused)
+            self.rejected += refused.shape[0]
+            if self.on_refused is not None:
+                refused_pins = pins[~ok] if pins.shape[0] else np.full(refused.shape[0], -1)
+                self.on_refused(refused, refused_pins, int(ok.sum()), now)
             ids, inp, out, target = ids[ok], inp[ok], out[ok], target[ok]
             pins = pins[ok] if pins.shape[0] else pins
             rows = ids

@@ -113,8 +113,7 @@ def empty_note(results: Results) -> str | None:
         return None
     return (
         f"no request arrived after the warm-up ({', '.join(empty)}): every figure is empty. "
-        "Closed-loop users whose request is rejected do not return: rerun with run.warmup_s 0 "
-        "to see the rejections, or check that the arrivals reach past the warm-up"
+        "Check that the arrivals reach past the warm-up (run.warmup_s 0 shows the whole run)"
     )
 
 

@@ -190,7 +190,8 @@ class GammaWorkload(_Synthetic):
 
 
 class ClosedWorkload(_Synthetic):
-    """Closed loop: a new request arrives the moment one completes.
+    """Closed loop: a new request arrives the moment one completes or is refused (it can never
+    fit a rank's KV).
 
     `concurrency_per_rank` keeps that many requests on every attention rank (the replacement goes
     to the rank the finished one started on); `concurrency` keeps that many in total and lets

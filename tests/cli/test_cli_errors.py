@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -49,3 +50,19 @@ def test_an_mla_config_without_its_latent_is_refused_not_read_as_gqa(tmp_path: P
     out = _said(["memory", "--model", str(bad), "--gpu", "h200", "--gpus", "8", "--attn-tp", "8"])
     assert "looks like an MLA model (model_type 'deepseek_v3', qk_nope_head_dim" in out
     assert "lacks 'kv_lora_rank'" in out
+
+
+def test_a_closed_loop_whose_requests_never_fit_is_a_message(tmp_path: Path) -> None:
+    """100K-token prompts on TP8 ranks that hold ~62K tokens (a low mem_fraction): every
+    request is refused, and the run stops with the deployment and its KV named."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "name: refused\nmodel: deepseek-v3\ngpu: h200\n"
+        "deployments: [{name: tp8, attn_tp: 8, moe_tp: 8, mem_fraction: 0.62}]\n"
+        "workload: {kind: closed, concurrency: 4, input: {kind: fixed, tokens: 100000},"
+        " output: {kind: fixed, tokens: 10}}\n"
+        "slo: {ttft_s: 3, tpot_s: 0.1}\nrun: {duration_s: 10, warmup_s: 0}\n"
+    )
+    out = _said(["run", str(scenario)])
+    assert "deployment 'tp8': closed loop: 10,000 requests in a row were refused" in out
+    assert re.search(r"\(KV per rank: [1-9][\d,]* tokens\)", out) and "Traceback" not in out

@@ -7,7 +7,7 @@ import pytest
 from fixed_cost import FixedCost, unit
 
 from sim.engine import simulate
-from sim.engine.arrivals import open_loop
+from sim.engine.arrivals import WorkloadRefused, open_loop
 from sim.engine.lengths import sample_lengths
 from sim.specs import (
     ClosedWorkload,
@@ -101,3 +101,28 @@ def test_closed_loop_respects_max_requests() -> None:
     w = ClosedWorkload(kind="closed", concurrency=4, input=FIX, output=FIX)
     out = simulate(unit(), lambda d: FixedCost(), w, RunSpec(max_requests=10))
     assert out.counts.arrived == 10 and out.counts.completed == 10
+
+
+@pytest.mark.parametrize("per_rank", [True, False])
+def test_closed_loop_replaces_refused_requests(per_rank: bool) -> None:
+    """Prompts of 10-100 tokens on ranks that hold 64: the longer ones can never fit and are
+    refused; their users send the next request at once, so concurrency still holds."""
+    kw = {"concurrency_per_rank": 3} if per_rank else {"concurrency": 12}
+    w = ClosedWorkload(kind="closed", input={"kind": "uniform", "min_tokens": 10,
+                       "max_tokens": 100}, output={"kind": "fixed", "tokens": 4}, **kw)  # fmt: skip
+    cost = FixedCost(capacity_tokens=64)
+    out = simulate(unit(ranks=4, page_size_tokens=1), lambda d: cost, w, RunSpec(duration_s=5.0))
+    c = out.counts
+    assert c.rejected > 100 and c.completed > 100
+    assert c.running + c.queued == 12
+    assert c.arrived == c.completed + c.rejected + 12
+    if per_rank:  # a refused request's replacement is pinned to its rank too
+        assert out.cluster.pools[0].assigned.tolist() == [3, 3, 3, 3]
+
+
+def test_closed_loop_whose_every_request_is_refused_stops_with_a_clear_error() -> None:
+    w = ClosedWorkload(kind="closed", concurrency=8, input={"kind": "fixed", "tokens": 500},
+                       output=FIX)  # fmt: skip
+    cost = FixedCost(capacity_tokens=64)
+    with pytest.raises(WorkloadRefused, match="10,000 requests in a row were refused"):
+        simulate(unit(page_size_tokens=1), lambda d: cost, w, RunSpec(duration_s=5.0))
