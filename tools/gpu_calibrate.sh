@@ -30,7 +30,8 @@ for mode in quick default; do
   start=$SECONDS
   timeout -k 10 "$cap" python3 -m kernels_calib --device "$device" "${flags[@]}" --out "$file" 2>&1 \
     | tee "$out/calibrate-$mode.log" || true
-  echo "$mode: $((SECONDS - start)) s wall" | tee -a "$out/sizing.txt"
+  budget=300; [ "$mode" = quick ] && budget=60
+  echo "$mode: $((SECONDS - start)) s wall (budget $budget s)" | tee -a "$out/sizing.txt"
 done
 test -f "$out/$name.json" || { echo "no profile written: see $out/calibrate-default.log"; exit 1; }
 python3 -m kernels_calib report "$out/$name.json" --all > "$out/$name-report.txt" 2>&1
