@@ -130,6 +130,9 @@ def _triton_mla(ctx: Ctx) -> DecodeKernel | None:
         from kernels_calib import mla_triton
     except ImportError:
         return None
+    except Exception as exc:  # installed but unusable here (no driver it can load, ...)
+        ctx.notes.append(f"mla_decode triton_mla: Triton did not load ({exc!r}); not timed")
+        return None
     ctx.libraries["triton"] = _version("triton")
     return DecodeKernel(
         impl="triton_mla",
