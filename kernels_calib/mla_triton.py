@@ -56,8 +56,9 @@ def _partial(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D_C], tl.float32)
     for n0 in range(0, split_tokens, BLOCK_N):
-        offs_n = start + n0 + tl.arange(0, BLOCK_N)
-        n_ok = offs_n < kv_len
+        in_split = n0 + tl.arange(0, BLOCK_N)
+        offs_n = start + in_split
+        n_ok = (offs_n < kv_len) & (in_split < split_tokens)  # a tile never crosses into the next
         tile = c_ptr + b * stride_cb + offs_n[:, None] * stride_cn
         k_c = tl.load(tile + offs_c[None, :], mask=n_ok[:, None], other=0.0)
         k_s = tl.load(tile + D_C + offs_s[None, :], mask=n_ok[:, None], other=0.0)
@@ -176,7 +177,8 @@ def latent_attention(q: torch.Tensor, cache: torch.Tensor, d_c: int, scale: floa
         *part_strides, lse.stride(0), lse.stride(1),
         D_C=d_c, D_S=d_s, **fixed,
     )  # fmt: skip
-    if splits > 1:
+    if splits > 1:  # split_plan splits only few rows: far below the grid's 65,535 limit
+        assert rows <= 65_535, rows
         _merge[(b, rows)](
             part, lse, out, splits,
             part.stride(0), part.stride(1), part.stride(2), lse.stride(0), lse.stride(1),

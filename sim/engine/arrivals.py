@@ -161,6 +161,7 @@ class ClosedLoopFeed:
         self._lengths: tuple[IntArray, IntArray, IntArray] | None = None
         self._used = 0
         self._refusals = 0  # requests refused in a row, none admitted between
+        self._delivered_at_refusal = 0  # `delivered` when the last refusal was reported
 
     def _draw(self, n: int) -> tuple[IntArray, IntArray, IntArray]:
         """Next `n` request lengths, drawn in blocks so the sequence does not depend on timing."""
@@ -193,10 +194,14 @@ class ClosedLoopFeed:
         if self.on_push is not None:
             self.on_push()
 
-    def refused(self, ids: IntArray, pins: IntArray, admitted: int, now: float) -> None:
-        """`ids` were refused at `now` (`admitted` others of their delivery fitted): their users
-        send their next requests at once."""
-        self._refusals = ids.shape[0] + (0 if admitted else self._refusals)
+    def refused(self, ids: IntArray, pins: IntArray, now: float) -> None:
+        """`ids` were refused at `now`: their users send their next requests at once. Every
+        refusal is reported here, so the requests delivered since the last report and not
+        refused now were admitted, and the run of refusals in a row starts again."""
+        since = self.delivered - self._delivered_at_refusal  # this delivery included
+        self._delivered_at_refusal = self.delivered
+        n = ids.shape[0]
+        self._refusals = n + (0 if since > n else self._refusals)
         if self._refusals >= MAX_REFUSALS:
             raise WorkloadRefused(
                 f"closed loop: {self._refusals:,} requests in a row were refused (each needs "

@@ -75,8 +75,8 @@ class Pool:
         self.log = StepLog(self.ranks_per_unit)
         self.units: list[Wakeable] = []
         self.on_finished: Callable[[IntArray, float], None] | None = None
-        # refused requests (ids, their pinned ranks or -1, how many of the batch fitted, time)
-        self.on_refused: Callable[[IntArray, IntArray, int, float], None] | None = None
+        # refused requests (ids, the ranks they are pinned to or started on, or -1; time)
+        self.on_refused: Callable[[IntArray, IntArray, float], None] | None = None
         self.on_transfer: Callable[[IntArray, float], None] | None = None
         self.also_fits: Callable[[IntArray], np.ndarray] | None = None
         self.routed = self.rejected = self.completed = self.transferred = self.preempted = 0
@@ -147,8 +147,8 @@ class Pool:
             t.reject(refused)
             self.rejected += refused.shape[0]
             if self.on_refused is not None:
-                refused_pins = pins[~ok] if pins.shape[0] else np.full(refused.shape[0], -1)
-                self.on_refused(refused, refused_pins, int(ok.sum()), now)
+                refused_pins = pins[~ok] if pins.shape[0] else t.home_rank[refused]
+                self.on_refused(refused, refused_pins, now)
             ids, inp, out, target = ids[ok], inp[ok], out[ok], target[ok]
             pins = pins[ok] if pins.shape[0] else pins
             rows = ids

@@ -120,6 +120,19 @@ def test_closed_loop_replaces_refused_requests(per_rank: bool) -> None:
         assert out.cluster.pools[0].assigned.tolist() == [3, 3, 3, 3]
 
 
+def test_refusals_in_a_row_restart_after_an_admitted_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One user, about 60% of whose prompts fit: deliveries of one request are either admitted
+    or refused, never mixed, and an admitted one must still end the run of refusals."""
+    monkeypatch.setattr("sim.engine.arrivals.MAX_REFUSALS", 20)
+    w = ClosedWorkload(kind="closed", concurrency=1, input={"kind": "uniform", "min_tokens": 10,
+                       "max_tokens": 100}, output={"kind": "fixed", "tokens": 4})  # fmt: skip
+    cost = FixedCost(capacity_tokens=64)
+    out = simulate(unit(page_size_tokens=1), lambda d: cost, w, RunSpec(duration_s=5.0))
+    assert out.counts.rejected > 100 and out.counts.completed > 100
+
+
 def test_closed_loop_whose_every_request_is_refused_stops_with_a_clear_error() -> None:
     w = ClosedWorkload(kind="closed", concurrency=8, input={"kind": "fixed", "tokens": 500},
                        output=FIX)  # fmt: skip
