@@ -1,19 +1,23 @@
 """Per-op latency from a calibration profile: interpolate measured latency, scale its work part.
 
 A table is read as t = t_fixed + work / eff. A query takes the table's latency t_c at its
-coordinates clamped to the grid (inside: log-latency multilinear in log(axis), so grid points
-come back exactly and latency rises along an axis wherever the table's points do), then scales
-the part above t_fixed by its own roofline over the table's at the clamped coordinates
-(`sim.cost.op_work` in the table's key and dtype, on the GPU it was measured on):
+coordinates clamped to the grid (inside: log-latency multilinear in log(axis), so grid points come
+back exactly and latency rises along an axis wherever the table's points do), then scales the part
+above t_fixed by its own roofline over the table's at the clamped coordinates (`sim.cost.op_work` in
+the table's key and dtype, on the GPU it was measured on):
 seconds = t_fixed + (t_c - t_fixed) * roofline(query) / roofline(table at clamped point).
 For the table's own key on its own GPU the ratio is 1 inside the grid. Outside it (marked
-extrapolated) the work part keeps the edge's efficiency and t_fixed is held: latency never
-falls below t_fixed, and above the grid, where t_fixed is small, this is close to holding
-efficiency. A table whose key differs from the query's (nearest numeric key, log distance) is
-also extrapolation. A profile measured on another GPU lends the work part's efficiency to this
-GPU's roofline and keeps t_fixed in seconds: launch and synchronisation do not follow the
-roofline (FlashMLA's smallest point is 20.9 us on H800, 25.1 us on H20 with 6.7x less BF16
-compute). An op without any table falls back to the profile's roofline factors ("roofline").
+extrapolated) the work part keeps the edge's efficiency and t_fixed is held: latency never falls
+below t_fixed, and above the grid, where t_fixed is small, this is close to holding efficiency.
+Along the axes where a query is outside, each blended grid point is first moved to the query's
+values (the larger of its compute and memory work ratios: each resource keeps the edge's
+efficiency), then the points are blended (`_blend_outside`), so efficiency the edge reached in
+another roofline regime does not make a larger op cheaper. A table whose key differs from the
+query's (nearest numeric key, log distance) is also extrapolation. A profile measured on another GPU
+lends the work part's efficiency to this GPU's roofline and keeps t_fixed in seconds: launch and
+synchronisation do not follow the roofline (FlashMLA's smallest point is 20.9 us on H800, 25.1 us on
+H20 with 6.7x less BF16 compute). An op without any table falls back to the profile's roofline
+factors ("roofline").
 
 t_fixed, one number per table, is defined in `sim.cost.table_grid`.
 
@@ -27,7 +31,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sim.cost.table_grid import MISMATCH, Grid, build_grid, interpolate, is_number, roofline_s
+from sim.cost.table_grid import (
+    MISMATCH,
+    Grid,
+    Lookup,
+    build_grid,
+    interpolate,
+    is_number,
+    roofline_s,
+)
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
 from sim.specs.profile import (
@@ -147,19 +159,24 @@ class CalibratedCost:
         if cache_key not in self._choice:
             self._choice[cache_key] = self._nearest(op, attrs, dtype)
         grids, key_dist = self._choice[cache_key]
-        best, best_clamp = grids[0], math.inf
-        best_at: tuple[float, dict[str, float]] = (0.0, {})
+        best, look = grids[0], None
         for grid in grids:
-            log_t, clamp, at = interpolate(grid, attrs)
-            if clamp < best_clamp or (clamp == best_clamp and grid.size > best.size):
-                best, best_clamp, best_at = grid, clamp, (log_t, at)
-        extrapolated = key_dist > 0 or best_clamp > 0 or bool(self._transfer)
-        t_c, r_c, fixed = math.exp(best_at[0]), best.roofline_s(best_at[1]), best.fixed_s
+            found = interpolate(grid, attrs)
+            if (
+                look is None
+                or found.clamp < look.clamp
+                or (found.clamp == look.clamp and grid.size > best.size)
+            ):
+                best, look = grid, found
+        assert look is not None
+        extrapolated = key_dist > 0 or look.clamp > 0 or bool(self._transfer)
+        fixed = best.fixed_s
+        t_c, r_c = _blend_outside(best, look) if look.outside else _at_grid(best, look)
         scale = t_rl / r_c if r_c > 0 else 1.0  # no work in the table there: hold its latency
         seconds = fixed + (t_c - fixed) * scale if t_rl > 0 else 0.0
         eff = r_c / (t_c - fixed) if t_c > fixed else math.inf
         table = best.table
-        how = "inside grid" if best_clamp == 0 else "clamped to grid"
+        how = "inside grid" if look.clamp == 0 else "clamped to grid"
         how += "" if key_dist == 0 else f", nearest key {table.key}"
         how += f", efficiency from {self._transfer}" if self._transfer else ""
         detail = (
@@ -180,6 +197,35 @@ class CalibratedCost:
             scored.append((dist, grid))
         best = min(d for d, _ in scored)
         return [g for d, g in scored if d == best], best
+
+
+def _at_grid(grid: Grid, look: Lookup) -> tuple[float, float]:
+    """Latency at the (clamped) query point and the table's roofline there."""
+    return math.exp(look.log_t), grid.roofline_s(look.at)
+
+
+def _blend_outside(grid: Grid, look: Lookup) -> tuple[float, float]:
+    """Latency of the table's op at the query's own coordinates, for a query outside the grid
+    along some axes, and its roofline there.
+
+    Each blended grid point's work part is scaled to the query's values on those axes, then the
+    points are blended as inside the grid. The scale is the larger of the compute and the
+    memory work ratios: each resource keeps the edge's efficiency, so a query whose roofline
+    regime differs from the edge's is not priced at an efficiency the edge reached in the
+    other regime. Scaling by the roofline ratio instead, or blending first and scaling after,
+    lets a larger op cost less: along an axis where the table's efficiency rises (a kernel
+    filling the GPU as its work grows compute-bound), a query past another axis's edge whose
+    roofline stays memory-bound and flat would get cheaper as it grows."""
+    fixed, log_t = grid.fixed_s, 0.0
+    for flat, weight in look.corners:
+        node = grid.node(flat)
+        held = grid.resource_s(node)
+        moved = grid.resource_s({**node, **look.outside})
+        ratios = [q / c for q, c in zip(moved, held, strict=True) if c > 0]
+        scale = max(ratios) if ratios else 1.0
+        t_node = math.exp(grid.log_latency[flat])
+        log_t += weight * math.log(max(fixed + (t_node - fixed) * scale, 1e-15))
+    return math.exp(log_t), grid.roofline_s({**look.at, **look.outside})
 
 
 def _attributes(

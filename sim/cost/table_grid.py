@@ -42,11 +42,37 @@ class Grid:
         return op_work(self.table.op, attrs, mla_spec=self.mla_spec, dtype=self.table.dtype)
 
     def roofline_s(self, coords: Mapping[str, float]) -> float:
-        return roofline_s(*self.work(coords), self.peak, self.bandwidth)
+        return max(self.resource_s(coords))
+
+    def resource_s(self, coords: Mapping[str, float]) -> tuple[float, float]:
+        """Roofline seconds of compute and of memory (comm ops: link) traffic at `coords`."""
+        flops, bytes_ = self.work(coords)
+        return flops / self.peak, bytes_ / self.bandwidth
 
     @property
     def size(self) -> int:
         return len(self.table.points)
+
+    def node(self, flat: int) -> dict[str, float]:
+        """Coordinates of grid point `flat` (an index into `log_latency`)."""
+        axes = self.table.axes
+        return {
+            a: axes[a][(flat // stride) % len(axes[a])]
+            for a, stride in zip(self.axis_names, self.strides, strict=True)
+        }
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Where a query falls on a grid: its log-latency clamped to the grid (multilinear in log
+    axes), how far it was clamped (log), the clamped coordinates, the grid points and weights
+    that were blended, and the query's own values on the axes it was clamped along."""
+
+    log_t: float
+    clamp: float
+    at: dict[str, float]
+    corners: tuple[tuple[int, float], ...]
+    outside: dict[str, float]
 
 
 def roofline_s(flops: float, bytes_: float, peak: float, bandwidth: float) -> float:
@@ -103,12 +129,12 @@ def is_number(x: object) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
-def interpolate(grid: Grid, attrs: Mapping[str, object]) -> tuple[float, float, dict[str, float]]:
-    """Log-latency at the query clamped to the grid (multilinear in log axes), how far it was
-    clamped (log), and the clamped coordinates."""
+def interpolate(grid: Grid, attrs: Mapping[str, object]) -> Lookup:
+    """The query's `Lookup` on `grid`."""
     corners: list[tuple[int, float]] = [(0, 1.0)]
     clamp = 0.0
     at: dict[str, float] = {}
+    outside: dict[str, float] = {}
     for name, axis, stride in zip(grid.axis_names, grid.log_axes, grid.strides, strict=True):
         value = attrs[name]
         if not is_number(value):
@@ -124,6 +150,8 @@ def interpolate(grid: Grid, attrs: Mapping[str, object]) -> tuple[float, float, 
             clamp += abs(x - axis[edge])
             corners = [(i + edge * stride, w) for i, w in corners]
             at[name] = values[edge]
+            if x != axis[edge]:
+                outside[name] = float(value)  # type: ignore[arg-type]
             continue
         j = bisect_right(axis, x) - 1
         t = (x - axis[j]) / (axis[j + 1] - axis[j])
@@ -132,4 +160,4 @@ def interpolate(grid: Grid, attrs: Mapping[str, object]) -> tuple[float, float, 
         ]
         at[name] = float(value)  # type: ignore[arg-type]
     log_t = sum(grid.log_latency[i] * w for i, w in corners if w)
-    return log_t, clamp, at
+    return Lookup(log_t, clamp, at, tuple((i, w) for i, w in corners if w), outside)

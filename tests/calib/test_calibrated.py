@@ -231,3 +231,24 @@ def test_a_profile_from_another_gpu_lends_efficiency_and_keeps_fixed_latency() -
     # (6.7x less BF16 compute) lands near H20's own published smallest point (25.1 us)
     on_h20 = CalibratedCost(load_profile("h800-published"), h20, profile_gpu=H800)
     assert decode_us(on_h20, 1, 1024).seconds * 1e6 == pytest.approx(25.096, rel=0.15)
+
+
+def test_past_one_edge_a_query_still_costs_more_as_it_grows_along_another() -> None:
+    """h200-measured's absorbed extend below its shortest prefix (4096): the table's efficiency
+    rises with new tokens there (the kernel grows compute-bound), while a 665-token prefix
+    stays memory-bound. More new tokens must still cost more, on and between grid nodes."""
+    cost = CalibratedCost(load_profile("h200-measured"), load_gpu("h200"))
+    shape = cost.profile.model_shape
+    assert shape is not None
+    times = []
+    for new in (2.7, 8.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0):
+        point = {"new_tokens": new, "prefix_len": 665.0}
+        flops, nbytes = op_work(
+            "mla_extend_absorb", {"heads": 128, **point}, mla_spec=shape.mla_spec()
+        )
+        est = cost.estimate(
+            "mla_extend_absorb", key={"heads": 128}, point=point, flops=flops, bytes_=nbytes
+        )
+        assert est.extrapolated
+        times.append(est.seconds)
+    assert all(b >= a for a, b in itertools.pairwise(times)), times
