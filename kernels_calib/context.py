@@ -41,6 +41,7 @@ class Ctx:
     deadline: float | None = None  # time.perf_counter() value after which no point starts
     stop_reason: str | None = None  # set (e.g. by a signal handler) to stop at the next point
     launch: Factor | None = None  # measured per-kernel launch cost (elementwise.measure_launch)
+    chosen: dict[str, object] = field(default_factory=dict)  # kernels picked once, reused later
 
     @property
     def device(self) -> str:

@@ -99,6 +99,23 @@ def test_a_kernel_failing_its_check_is_reported_and_not_timed(
     assert any("no kernel passed the check; not timed" in n for n in profile.notes)
 
 
+def test_the_fastest_checked_decode_kernel_times_the_grid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two kernels pass the check; the one that does the work twice loses the probe, and the
+    note gives both times."""
+    good = mla_decode._torch_bf16()
+    slow = mla_decode.DecodeKernel(
+        impl="twice", prepare=good.prepare, run=lambda s: (good.run(s), good.run(s))[1]
+    )
+    monkeypatch.setattr(mla_decode, "candidates", lambda ctx, kv_dtype: [slow, good])
+    profile = calibrate(device="cpu", quick=True, ops=["mla_decode"], show_progress=False)
+    assert {t.impl for t in profile.tables} == {"torch_bmm"}
+    probe = next(n for n in profile.notes if "the grid uses" in n)
+    assert probe.startswith("mla_decode bf16: at s_q=1 batch=") and "twice" in probe
+    assert probe.endswith("the grid uses torch_bmm")
+
+
 def test_crossover_interpolates_in_log_new_tokens() -> None:
     point = crossover.crossing(4096, [64, 256], [10.0, 40.0], [20.0, 20.0])
     # log ratio goes from log(0.5) to log(2): zero halfway in log space, at 128 new tokens
