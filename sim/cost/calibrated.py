@@ -10,14 +10,14 @@ For the table's own key on its own GPU the ratio is 1 inside the grid. Outside i
 extrapolated) the work part keeps the edge's efficiency and t_fixed is held: latency never falls
 below t_fixed, and above the grid, where t_fixed is small, this is close to holding efficiency.
 Along the axes where a query is outside, each blended grid point is first moved to the query's
-values (the larger of its compute and memory work ratios: each resource keeps the edge's
-efficiency), then the points are blended (`_blend_outside`), so efficiency the edge reached in
-another roofline regime does not make a larger op cheaper. A table whose key differs from the
-query's (nearest numeric key, log distance) is also extrapolation. A profile measured on another GPU
-lends the work part's efficiency to this GPU's roofline and keeps t_fixed in seconds: launch and
-synchronisation do not follow the roofline (FlashMLA's smallest point is 20.9 us on H800, 25.1 us on
-H20 with 6.7x less BF16 compute). An op without any table falls back to the profile's roofline
-factors ("roofline").
+values, then the points are blended (`_blend_outside`): the resource that limits a point keeps its
+efficiency, and the other costs at most what the profile's typical efficiency gives, so efficiency a
+point reached in one roofline regime does not make a larger op in another cheaper. A table whose key
+differs from the query's (nearest numeric key, log distance) is also extrapolation. A profile
+measured on another GPU lends the work part's efficiency to this GPU's roofline and keeps t_fixed in
+seconds: launch and synchronisation do not follow the roofline (FlashMLA's smallest point is 20.9 us
+on H800, 25.1 us on H20 with 6.7x less BF16 compute). An op without any table falls back to the
+profile's roofline factors ("roofline").
 
 t_fixed, one number per table, is defined in `sim.cost.table_grid`.
 
@@ -208,24 +208,46 @@ def _blend_outside(grid: Grid, look: Lookup) -> tuple[float, float]:
     """Latency of the table's op at the query's own coordinates, for a query outside the grid
     along some axes, and its roofline there.
 
-    Each blended grid point's work part is scaled to the query's values on those axes, then the
-    points are blended as inside the grid. The scale is the larger of the compute and the
-    memory work ratios: each resource keeps the edge's efficiency, so a query whose roofline
-    regime differs from the edge's is not priced at an efficiency the edge reached in the
-    other regime. Scaling by the roofline ratio instead, or blending first and scaling after,
-    lets a larger op cost less: along an axis where the table's efficiency rises (a kernel
-    filling the GPU as its work grows compute-bound), a query past another axis's edge whose
-    roofline stays memory-bound and flat would get cheaper as it grows."""
+    Each blended grid point is first moved to the query's values on those axes (`_moved`),
+    then the points are blended as inside the grid. Scaling by the roofline ratio instead, or
+    blending first and scaling after, lets a larger op cost less: along an axis where the
+    table's efficiency rises (a kernel filling the GPU as its work grows compute-bound), a query
+    past another axis's edge whose roofline stays memory-bound and flat would get cheaper as it
+    grows."""
     fixed, log_t = grid.fixed_s, 0.0
     for flat, weight in look.corners:
-        node = grid.node(flat)
-        held = grid.resource_s(node)
-        moved = grid.resource_s({**node, **look.outside})
-        ratios = [q / c for q, c in zip(moved, held, strict=True) if c > 0]
-        scale = max(ratios) if ratios else 1.0
-        t_node = math.exp(grid.log_latency[flat])
-        log_t += weight * math.log(max(fixed + (t_node - fixed) * scale, 1e-15))
-    return math.exp(log_t), grid.roofline_s({**look.at, **look.outside})
+        to = _real_shape({**grid.node(flat), **look.outside})
+        log_t += weight * math.log(max(fixed + _moved(grid, flat, to), 1e-15))
+    return math.exp(log_t), grid.roofline_s(_real_shape({**look.at, **look.outside}))
+
+
+def _moved(grid: Grid, flat: int, to: dict[str, float]) -> float:
+    """Work part of grid point `flat` moved to coordinates `to`.
+
+    The resource that limits the point on the roofline keeps the point's efficiency. For the
+    other one the point only bounds efficiency from below (the absorbed extend's memory traffic
+    runs at 0.03-5% of bandwidth at its points, because compute limits them), so it costs the
+    smaller of what the point implies and what the profile's typical efficiency gives."""
+    work = math.exp(grid.log_latency[flat]) - grid.fixed_s
+    held, moved = grid.resource_s(grid.node(flat)), grid.resource_s(to)
+    limit = 0 if held[0] >= held[1] else 1
+    terms = []
+    for r in (0, 1):
+        if held[r] <= 0:
+            continue
+        at_point = work * max(moved[r], 0.0) / held[r]
+        if r != limit:
+            at_point = min(at_point, max(moved[r], 0.0) / grid.typical_eff[r])
+        terms.append(at_point)
+    return max(terms) if terms else work
+
+
+def _real_shape(coords: dict[str, float]) -> dict[str, float]:
+    """`coords` with a causal block's queries no more than its keys: moving one axis of a grid
+    point can give s_q > s_kv, whose causal work comes out negative."""
+    if "s_q" in coords and "s_kv" in coords and coords["s_q"] > coords["s_kv"]:
+        return {**coords, "s_q": coords["s_kv"]}
+    return coords
 
 
 def _attributes(

@@ -35,6 +35,9 @@ class Grid:
     peak: float  # FLOP/s at the table's dtype on the GPU it was measured on
     bandwidth: float  # HBM (comm ops: the table's link) bytes/s on that GPU
     fixed_s: float = 0.0
+    # the profile's compute and memory (comm ops: link) efficiencies for this op: what a
+    # resource that does not limit the table's points is assumed to reach at least
+    typical_eff: tuple[float, float] = (1.0, 1.0)
 
     def work(self, coords: Mapping[str, float]) -> tuple[float, float]:
         """FLOPs and bytes of the table's op at `coords` (its key and dtype, op_work)."""
@@ -99,7 +102,14 @@ def build_grid(
     grid = Grid(
         table, names, log_axes, tuple(strides), tuple(log_latency), mla_spec, peak, bandwidth
     )
-    return replace(grid, fixed_s=_fixed_s(grid, factors))
+    if table.op in COMM_OPS:
+        typical = (1.0, factors.comm_link_efficiency.value)
+    else:
+        typical = (
+            factors.compute_efficiency(table.op).value,
+            factors.memory_bandwidth_efficiency.value,
+        )
+    return replace(grid, fixed_s=_fixed_s(grid, factors), typical_eff=typical)
 
 
 def _fixed_s(grid: Grid, factors: RooflineFactors) -> float:
@@ -143,6 +153,7 @@ def interpolate(grid: Grid, attrs: Mapping[str, object]) -> Lookup:
         if value <= 0:  # type: ignore[operator]  # off any log grid: hold the lowest point
             clamp += MISMATCH
             at[name] = values[0]
+            outside[name] = float(value)  # type: ignore[arg-type]
             continue
         x = math.log(value)  # type: ignore[arg-type]
         if x <= axis[0] or x >= axis[-1]:

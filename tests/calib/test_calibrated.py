@@ -252,3 +252,74 @@ def test_past_one_edge_a_query_still_costs_more_as_it_grows_along_another() -> N
         assert est.extrapolated
         times.append(est.seconds)
     assert all(b >= a for a, b in itertools.pairwise(times)), times
+
+
+def _absorb_extend_us(cost: CalibratedCost, new: float, prefix: float) -> float:
+    shape = cost.profile.model_shape
+    assert shape is not None
+    point = {"new_tokens": new, "prefix_len": prefix}
+    flops, nbytes = op_work("mla_extend_absorb", {"heads": 128, **point}, mla_spec=shape.mla_spec())
+    est = cost.estimate(
+        "mla_extend_absorb", key={"heads": 128}, point=point, flops=flops, bytes_=nbytes
+    )
+    return est.seconds * 1e6
+
+
+def test_no_prefix_is_the_limit_of_a_short_one() -> None:
+    """A zero prefix lies off the log grid; it is moved to like any value outside it, so no
+    prefix costs what a one-token prefix does, and more new tokens still cost more."""
+    cost = CalibratedCost(load_profile("h200-measured"), load_gpu("h200"))
+    for new in (2.0, 64.0, 512.0):
+        assert _absorb_extend_us(cost, new, 0.0) == pytest.approx(
+            _absorb_extend_us(cost, new, 1.0), rel=0.01
+        )
+    at_zero = [_absorb_extend_us(cost, n, 0.0) for n in (2.0, 16.0, 64.0, 512.0)]
+    assert all(b >= a for a, b in itertools.pairwise(at_zero)), at_zero
+
+
+@pytest.mark.parametrize("name", ["h20-published", "h200-measured", "h800-published"])
+def test_below_a_grid_an_op_costs_no_more_than_the_grid_corner(name: str) -> None:
+    """A quarter of every axis's smallest value: less compute and less traffic than the table's
+    smallest point, so no slower than it."""
+    profile = load_profile(name)
+    gpu = load_gpu(profile.device.gpu or "")
+    cost = CalibratedCost(profile, gpu)
+    shape = profile.model_shape.mla_spec() if profile.model_shape else None
+    checked = 0
+    for table in profile.tables:
+        if table.op in COMM_OPS:
+            continue
+        corner = {a: v[0] for a, v in table.axes.items()}
+        small = {a: v / 4 for a, v in corner.items()}
+        work = [op_work(table.op, {**table.key, **p}, mla_spec=shape, dtype=table.dtype)
+                for p in (corner, small)]  # fmt: skip
+        if not all(0 < s <= c for s, c in zip(work[1], work[0], strict=True)):
+            continue
+        at = {**table.key, **small}
+        flops, nbytes = work[1]
+        est = cost.estimate(
+            table.op, key=table.key, point={a: at[a] for a in table.axes}, flops=flops,
+            bytes_=nbytes, dtype=table.dtype,
+        )  # fmt: skip
+        lowest = next(p for p in table.points if p.at == corner).latency_us_p50 * 1e-6
+        assert est.seconds <= lowest * (1 + 1e-9), (table.op, table.key)
+        checked += 1
+    assert checked > 10
+
+
+def test_a_memory_bound_query_below_a_compute_bound_grid_is_priced_by_its_traffic() -> None:
+    """h200-measured's expanded prefill: its smallest measured chunk (512 new tokens) is
+    compute-bound at low efficiency. 16 new tokens over a 6,775-token prefix are memory-bound:
+    reading the expanded K and V takes 116 us at full bandwidth, 161 us at the profile's memory
+    efficiency. Priced by the compute-bound point's efficiency for its traffic (the roofline
+    ratio before, or the larger work ratio) it came out at 0.9 ms or more."""
+    profile = load_profile("h200-measured")
+    cost = CalibratedCost(profile, load_gpu("h200"))
+    shape = profile.model_shape
+    assert shape is not None
+    table = next(t for t in profile.tables if t.op == "mla_prefill" and "prefix_len" not in t.key)
+    point = {"seq_len": 16.0, "prefix_len": 6775.0}
+    flops, nbytes = op_work("mla_prefill", {**table.key, **point}, mla_spec=shape.mla_spec())
+    est = cost.estimate("mla_prefill", key=table.key, point=point, flops=flops, bytes_=nbytes)
+    traffic_s = nbytes / load_gpu("h200").hbm_bytes_per_s
+    assert est.extrapolated and traffic_s < est.seconds < 3 * traffic_s
