@@ -216,9 +216,9 @@ def _blend_outside(grid: Grid, look: Lookup) -> tuple[float, float]:
     grows."""
     fixed, log_t = grid.fixed_s, 0.0
     for flat, weight in look.corners:
-        to = _real_shape({**grid.node(flat), **look.outside})
+        to = {**grid.node(flat), **look.outside}
         log_t += weight * math.log(max(fixed + _moved(grid, flat, to), 1e-15))
-    return math.exp(log_t), grid.roofline_s(_real_shape({**look.at, **look.outside}))
+    return math.exp(log_t), grid.roofline_s({**look.at, **look.outside})
 
 
 def _moved(grid: Grid, flat: int, to: dict[str, float]) -> float:
@@ -240,14 +240,6 @@ def _moved(grid: Grid, flat: int, to: dict[str, float]) -> float:
             at_point = min(at_point, max(moved[r], 0.0) / grid.typical_eff[r])
         terms.append(at_point)
     return max(terms) if terms else work
-
-
-def _real_shape(coords: dict[str, float]) -> dict[str, float]:
-    """`coords` with a causal block's queries no more than its keys: moving one axis of a grid
-    point can give s_q > s_kv, whose causal work comes out negative."""
-    if "s_q" in coords and "s_kv" in coords and coords["s_q"] > coords["s_kv"]:
-        return {**coords, "s_q": coords["s_kv"]}
-    return coords
 
 
 def _attributes(

@@ -24,8 +24,10 @@ Num = float | NDArray[np.float64]
 
 
 def causal_pairs(q: ArrayLike, k: ArrayLike) -> Num:
-    """(query, key) pairs when q new tokens attend causally to a cache of k tokens (q included)."""
-    qa, ka = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    """(query, key) pairs when q new tokens attend causally to a cache of k tokens (q included,
+    so at most k of them: a larger q, e.g. one axis of a table point moved alone, counts k)."""
+    ka = np.asarray(k, dtype=np.float64)
+    qa = np.minimum(np.asarray(q, dtype=np.float64), ka)
     return qa * ka - qa * (qa - 1.0) / 2.0  # type: ignore[no-any-return]
 
 
