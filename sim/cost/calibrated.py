@@ -1,23 +1,21 @@
-"""Per-op latency from a calibration profile: interpolate measured latency, scale its work part.
+"""Per-op latency from a calibration profile: interpolate measured latency, carry its work part.
 
 A table is read as t = t_fixed + work / eff. A query takes the table's latency t_c at its
 coordinates clamped to the grid (inside: log-latency multilinear in log(axis), so grid points come
-back exactly and latency rises along an axis wherever the table's points do), then scales the part
-above t_fixed by its own roofline over the table's at the clamped coordinates (`sim.cost.op_work` in
-the table's key and dtype, on the GPU it was measured on):
-seconds = t_fixed + (t_c - t_fixed) * roofline(query) / roofline(table at clamped point).
-For the table's own key on its own GPU the ratio is 1 inside the grid. Outside it (marked
-extrapolated) the work part keeps the edge's efficiency and t_fixed is held: latency never falls
-below t_fixed, and above the grid, where t_fixed is small, this is close to holding efficiency.
-Along the axes where a query is outside, each blended grid point is first moved to the query's
-values, then the points are blended (`_blend_outside`): the resource that limits a point keeps its
-efficiency, and the other costs at most what the profile's typical efficiency gives, so efficiency a
-point reached in one roofline regime does not make a larger op in another cheaper. A table whose key
-differs from the query's (nearest numeric key, log distance) is also extrapolation. A profile
-measured on another GPU lends the work part's efficiency to this GPU's roofline and keeps t_fixed in
-seconds: launch and synchronisation do not follow the roofline (FlashMLA's smallest point is 20.9 us
-on H800, 25.1 us on H20 with 6.7x less BF16 compute). An op without any table falls back to the
-profile's roofline factors ("roofline").
+back exactly and latency rises along an axis wherever the table's points do), then carries the
+part above t_fixed from the table's op to its own compute and memory roofline seconds
+(`_carried`): the resource that limits the table's op keeps its efficiency, the other costs at
+most what the profile's typical efficiency gives, and the op costs its slower resource. For the
+table's own key on its own GPU nothing changes inside the grid. Outside it (marked extrapolated)
+t_fixed is held, so latency never falls below it. Along the axes where a query is outside, and
+on a GPU other than the table's, each blended grid point is first carried to the query's values
+and this GPU, then the points are blended (`_blend_carried`); there the other resource is also
+capped by what it reached where it limited smaller points (`table_grid._reached`), so a carried
+point is no faster than the points below it. A table whose key differs from the query's
+(nearest numeric key, log distance) is also extrapolation. A profile measured on another GPU
+keeps t_fixed in seconds: launch and synchronisation do not follow the roofline (FlashMLA's
+smallest point is 20.9 us on H800, 25.1 us on H20 with 6.7x less BF16 compute). An op without
+any table falls back to the profile's roofline factors ("roofline").
 
 t_fixed, one number per table, is defined in `sim.cost.table_grid`.
 
@@ -77,8 +75,8 @@ class CalibratedCost:
 
     def __init__(self, profile: Profile, gpu: GpuSpec, profile_gpu: GpuSpec | None = None) -> None:
         """`gpu` is the GPU simulated. To run a profile measured on another GPU, pass that one as
-        `profile_gpu`: the work part of each table latency then scales `gpu`'s roofline at the
-        table's efficiency, the fixed part is kept, and every table estimate is marked
+        `profile_gpu`: the work part of each table latency is then carried to `gpu`'s roofline
+        at the table's efficiencies, the fixed part is kept, and every table estimate is marked
         extrapolated. Without it the tables are taken to be `gpu`'s own.
 
         Raises ValueError if a table's op cannot be given its work (`sim.cost.op_work`)."""
@@ -115,7 +113,6 @@ class CalibratedCost:
             raise ValueError(f"{op} is a communication op: use link_seconds()")
         attrs = _attributes(op, key, point)
         peak, bandwidth = self.gpu.peak_flops_per_s(dtype), self.gpu.hbm_bytes_per_s
-        t_rl = roofline_s(flops, bytes_, peak, bandwidth)
         if op not in self._grids:
             r = self.profile.roofline
             e_c = r.compute_efficiency(op)
@@ -126,7 +123,7 @@ class CalibratedCost:
                 seconds += r.launch_overhead_us.value * 1e-6
             detail = f"{op}: no table; roofline at compute eff {e_c.value:.3g}"
             return OpEstimate(seconds=seconds, source="roofline", extrapolated=False, detail=detail)
-        return self._from_table(op, attrs, t_rl, dtype)
+        return self._from_table(op, attrs, (flops / peak, bytes_ / bandwidth), dtype, bandwidth)
 
     def link_seconds(
         self,
@@ -142,18 +139,25 @@ class CalibratedCost:
             check_op(op)
             raise ValueError(f"{op} is not a communication op: use estimate()")
         attrs = _attributes(op, key, point)
-        t_rl = bytes_ / link_bytes_per_s
         if op not in self._grids:
             r = self.profile.roofline
             seconds = bytes_ / (link_bytes_per_s * r.comm_link_efficiency.value)
             seconds += r.launch_overhead_us.value * 1e-6 if bytes_ > 0 else 0.0
             detail = f"{op}: no table; link roofline at eff {r.comm_link_efficiency.value:.3g}"
             return OpEstimate(seconds=seconds, source="roofline", extrapolated=False, detail=detail)
-        return self._from_table(op, attrs, t_rl, "bf16")
+        query = (0.0, bytes_ / link_bytes_per_s)
+        return self._from_table(op, attrs, query, "bf16", link_bytes_per_s)
 
     def _from_table(
-        self, op: str, attrs: Mapping[str, object], t_rl: float, dtype: str
+        self,
+        op: str,
+        attrs: Mapping[str, object],
+        query: tuple[float, float],
+        dtype: str,
+        bandwidth: float,
     ) -> OpEstimate:
+        """`query`: the op's roofline seconds of compute and of memory (link) traffic on this
+        GPU; `bandwidth`: this GPU's HBM (comm ops: the link's) bytes/s."""
         names = self._key_names[op]
         cache_key = (op, dtype, *(attrs[n] for n in names))
         if cache_key not in self._choice:
@@ -171,10 +175,15 @@ class CalibratedCost:
         assert look is not None
         extrapolated = key_dist > 0 or look.clamp > 0 or bool(self._transfer)
         fixed = best.fixed_s
-        t_c, r_c = _blend_outside(best, look) if look.outside else _at_grid(best, look)
-        scale = t_rl / r_c if r_c > 0 else 1.0  # no work in the table there: hold its latency
-        seconds = fixed + (t_c - fixed) * scale if t_rl > 0 else 0.0
-        eff = r_c / (t_c - fixed) if t_c > fixed else math.inf
+        on = (self.gpu.peak_flops_per_s(best.table.dtype), bandwidth)
+        if look.outside or self._transfer:
+            t_c = _blend_carried(best, look, on)
+        else:  # every blended point is the table's own: carrying would return it unchanged
+            t_c = math.exp(look.log_t)
+        table_op = best.resource_s({**look.at, **look.outside}, on)
+        work = _carried(t_c - fixed, table_op, query, best.typical_eff)
+        seconds = fixed + work if max(query) > 0 else 0.0
+        eff = max(table_op) / (t_c - fixed) if t_c > fixed else math.inf
         table = best.table
         how = "inside grid" if look.clamp == 0 else "clamped to grid"
         how += "" if key_dist == 0 else f", nearest key {table.key}"
@@ -199,47 +208,58 @@ class CalibratedCost:
         return [g for d, g in scored if d == best], best
 
 
-def _at_grid(grid: Grid, look: Lookup) -> tuple[float, float]:
-    """Latency at the (clamped) query point and the table's roofline there."""
-    return math.exp(look.log_t), grid.roofline_s(look.at)
+def _blend_carried(grid: Grid, look: Lookup, on: tuple[float, float]) -> float:
+    """Latency of the table's op at the query's coordinates on the GPU whose FLOP/s and
+    bytes/s are `on`.
 
-
-def _blend_outside(grid: Grid, look: Lookup) -> tuple[float, float]:
-    """Latency of the table's op at the query's own coordinates, for a query outside the grid
-    along some axes, and its roofline there.
-
-    Each blended grid point is first moved to the query's values on those axes (`_moved`),
-    then the points are blended as inside the grid. Scaling by the roofline ratio instead, or
-    blending first and scaling after, lets a larger op cost less: along an axis where the
-    table's efficiency rises (a kernel filling the GPU as its work grows compute-bound), a query
-    past another axis's edge whose roofline stays memory-bound and flat would get cheaper as it
-    grows."""
+    Each blended grid point is first carried (`_carried`) to the query's values on the axes
+    where the query is outside the grid, and to this GPU, then the points are blended as inside
+    the grid. Scaling the blend by one roofline ratio instead lets a larger op cost less: along
+    an axis where the table's efficiency rises (a kernel filling the GPU as its work grows
+    compute-bound), an op whose roofline there stays memory-bound and flat (past another axis's
+    edge, or on a GPU with a lower ridge) would get cheaper as it grows. Carried grid points
+    rise wherever the table's own points and their work do, and the blend of rising points
+    rises."""
     fixed, log_t = grid.fixed_s, 0.0
     for flat, weight in look.corners:
-        to = {**grid.node(flat), **look.outside}
-        log_t += weight * math.log(max(fixed + _moved(grid, flat, to), 1e-15))
-    return math.exp(log_t), grid.roofline_s({**look.at, **look.outside})
+        node = grid.node(flat)
+        held = grid.resource_s(node)
+        there = grid.resource_s({**node, **look.outside}, on)
+        work = math.exp(grid.log_latency[flat]) - fixed
+        work = _carried(work, held, there, grid.other_eff[flat])
+        log_t += weight * math.log(max(fixed + work, 1e-15))
+    return math.exp(log_t)
 
 
-def _moved(grid: Grid, flat: int, to: dict[str, float]) -> float:
-    """Work part of grid point `flat` moved to coordinates `to`.
+def _carried(
+    work: float,
+    held: tuple[float, float],
+    query: tuple[float, float],
+    other: tuple[float, float],
+) -> float:
+    """Work seconds of an op whose roofline compute and memory seconds are `query`, from a
+    measured `work` seconds at roofline seconds `held` (another shape, or another GPU).
 
-    The resource that limits the point on the roofline keeps the point's efficiency. For the
-    other one the point only bounds efficiency from below (the absorbed extend's memory traffic
-    runs at 0.03-5% of bandwidth at its points, because compute limits them), so it costs the
-    smaller of what the point implies and what the profile's typical efficiency gives."""
-    work = math.exp(grid.log_latency[flat]) - grid.fixed_s
-    held, moved = grid.resource_s(grid.node(flat)), grid.resource_s(to)
+    The resource that limits the measured point keeps the point's efficiency. For the other one
+    the point only bounds efficiency from below (the absorbed extend's memory traffic runs at
+    0.03-5% of bandwidth at its points, because compute limits them), so it costs the smaller of
+    what the point implies and what `other` (the profile's typical efficiency, or less:
+    `Grid.other_eff`) gives. The op costs its slower resource. With one ratio for both
+    resources instead, an op whose limit differs from the point's (a compute-bound H20 table
+    run on an H200, where it is memory-bound) could cost less as it grows. A point without work
+    holds its latency."""
+    if max(held) <= 0 or work <= 0:
+        return max(work, 0.0)
     limit = 0 if held[0] >= held[1] else 1
-    terms = []
+    held_eff = held[limit] / work
+    terms = [0.0]
     for r in (0, 1):
-        if held[r] <= 0:
+        need = max(query[r], 0.0)
+        if r == limit:
+            terms.append(need / held_eff)
             continue
-        at_point = work * max(moved[r], 0.0) / held[r]
-        if r != limit:
-            at_point = min(at_point, max(moved[r], 0.0) / grid.typical_eff[r])
-        terms.append(at_point)
-    return max(terms) if terms else work
+        terms.append(need / max(held[r] / work, other[r]))
+    return max(terms)
 
 
 def _attributes(

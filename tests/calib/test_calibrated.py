@@ -207,30 +207,59 @@ def test_log_latency_is_linear_in_log_axis() -> None:
 
 
 def test_a_profile_from_another_gpu_lends_efficiency_and_keeps_fixed_latency() -> None:
+    """FlashMLA decode at batch 64, 4K context is memory-bound on H800 and compute-bound on
+    H200 (same BF16 peak, 1.43x the bandwidth): memory keeps the efficiency H800 measured,
+    compute gets the profile's typical efficiency, and the op costs the slower of the two."""
     h200, h20 = load_gpu("h200"), load_gpu("h20")
-    moved = CalibratedCost(load_profile("h800-published"), h200, profile_gpu=H800)
-    home = CalibratedCost(load_profile("h800-published"), H800)
+    profile = load_profile("h800-published")
+    moved = CalibratedCost(profile, h200, profile_gpu=H800)
+    home = CalibratedCost(profile, H800)
     est, ref = decode_us(moved, 64, 4096), decode_us(home, 64, 4096)
     assert est.extrapolated and "efficiency from h800" in est.detail
     assert est.seconds < ref.seconds  # H200 has more HBM bandwidth, the same peak
-    # the work part follows the roofline, the fixed part stays: compare two batches, in which
-    # the fixed part cancels
-    est_2, ref_2 = decode_us(moved, 32, 4096), decode_us(home, 32, 4096)
-    shape = home.profile.model_shape
+    shape = profile.model_shape
     assert shape is not None
     flops, nbytes = op_work(
         "mla_decode", {**DECODE_KEY, "batch": 64, "kv_len": 4096}, mla_spec=shape.mla_spec()
     )
-    roofline = [
-        max(flops / g.peak_flops_per_s("bf16"), nbytes / g.hbm_bytes_per_s) for g in (H800, h200)
-    ]
-    assert (est.seconds - est_2.seconds) / (ref.seconds - ref_2.seconds) == pytest.approx(
-        roofline[1] / roofline[0], rel=1e-9
-    )
+    peak = H800.peak_flops_per_s("bf16")
+    assert nbytes / H800.hbm_bytes_per_s > flops / peak > nbytes / h200.hbm_bytes_per_s
+    fixed_s = 20.2e-6  # the table's fixed latency (the detail line says so)
+    assert "fixed 20.2 us" in est.detail
+    memory_s = (ref.seconds - fixed_s) * H800.hbm_bytes_per_s / h200.hbm_bytes_per_s
+    compute_s = flops / (peak * profile.roofline.compute_efficiency("mla_decode").value)
+    assert compute_s > memory_s
+    assert est.seconds == pytest.approx(fixed_s + compute_s, rel=1e-3)
     # launch and synchronisation do not follow the roofline: H800's FlashMLA table on H20
     # (6.7x less BF16 compute) lands near H20's own published smallest point (25.1 us)
-    on_h20 = CalibratedCost(load_profile("h800-published"), h20, profile_gpu=H800)
+    on_h20 = CalibratedCost(profile, h20, profile_gpu=H800)
     assert decode_us(on_h20, 1, 1024).seconds * 1e6 == pytest.approx(25.096, rel=0.15)
+
+
+def test_a_table_run_where_its_limit_differs_still_costs_more_as_it_grows() -> None:
+    """DeepGEMM's FP8 GEMM on H20 (296 TFLOP/s, 4 TB/s) is memory-bound at m = 32 and
+    compute-bound from m = 64; on H800 it stays memory-bound to m ~ 300. Memory keeps the 33% of
+    bandwidth H20 measured at m = 32 beyond it, so m = 64 no longer costs 15% less than m = 32.
+    A synthetic table memory-bound on both GPUs moves by exactly the bandwidth ratio."""
+    profile = load_profile("h20-published")
+    for gpu in ("h800", "h200", "b200"):
+        cost = CalibratedCost(profile, load_gpu(gpu), profile_gpu=load_gpu("h20"))
+        times = [
+            query(cost, "gemm", {"k": 2048, "n": 2048}, {"m": m}, dtype="fp8").seconds
+            for m in (4.0, 8.0, 16.0, 24.0, 32.0, 45.0, 64.0, 90.0, 128.0, 256.0, 1024.0)
+        ]
+        assert all(b >= a for a, b in itertools.pairwise(times)), (gpu, times)
+    h200 = load_gpu("h200")
+    moved = CalibratedCost(_synthetic(), h200, profile_gpu=H800)
+    home = CalibratedCost(_synthetic(), H800)
+    key = {"k": 1024, "n": 1024}
+    grows = [  # the fixed latency cancels in the difference
+        query(c, "gemm", key, {"m": 256.0}).seconds - query(c, "gemm", key, {"m": 16.0}).seconds
+        for c in (moved, home)
+    ]
+    assert grows[0] / grows[1] == pytest.approx(
+        H800.hbm_bytes_per_s / h200.hbm_bytes_per_s, rel=1e-9
+    )
 
 
 def test_past_one_edge_a_query_still_costs_more_as_it_grows_along_another() -> None:
