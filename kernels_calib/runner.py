@@ -198,16 +198,24 @@ def calibrate(
     if device == "cpu":  # one thread: intra-op thread pools stall badly on a shared machine
         torch.set_num_threads(1)
     restore_sigterm = _stop_on_sigterm(ctx)
+    spent: dict[str, float] = {}  # wall seconds per module, compiles and tuning included
     try:
         with Progress(*columns, console=Console(stderr=True), disable=not show_progress) as bar:
             task = bar.add_task("calibrating", total=total)
             ctx.progress = lambda label: bar.update(task, advance=1, description=label)
             for mod in modules:
+                started = time.perf_counter()
                 _run_family(ctx, mod)
+                spent[mod.__name__.rsplit(".", 1)[-1]] = time.perf_counter() - started
     finally:
         torch.set_num_threads(threads)
         restore_sigterm()
     ctx.notes += [f"{family}: not requested (--ops)" for family in FAMILIES if family not in ops]
+    ctx.notes.append(
+        "wall time per module: "
+        + ", ".join(f"{mod} {s:.1f} s" for mod, s in spent.items())
+        + f" (total {sum(spent.values()):.1f} s)"
+    )
     fallback = load_profile(f"{gpu}-roofline").roofline
     factors, factor_notes = derive(
         ctx.tables,

@@ -32,6 +32,9 @@ for mode in quick default; do
     | tee "$out/calibrate-$mode.log" || true
   budget=300; [ "$mode" = quick ] && budget=60
   echo "$mode: $((SECONDS - start)) s wall (budget $budget s)" | tee -a "$out/sizing.txt"
+  python3 -c 'import json, sys
+print(*(n for n in json.load(open(sys.argv[1]))["notes"] if n.startswith("wall time per")))' \
+    "$file" 2>/dev/null | tee -a "$out/sizing.txt" || true
 done
 test -f "$out/$name.json" || { echo "no profile written: see $out/calibrate-default.log"; exit 1; }
 python3 -m kernels_calib report "$out/$name.json" --all > "$out/$name-report.txt" 2>&1

@@ -52,6 +52,9 @@ def test_quick_cpu_calibration_writes_a_measured_profile(quick_profile: Path) ->
     assert any("collectives need at least 2" in n for n in profile.notes)
     assert all("ok" in n for n in profile.notes if "relative error" in n)
     assert len(profile.crossover) == 1 and profile.crossover[0].prefix_len_tokens == 512
+    (spent,) = [n for n in profile.notes if n.startswith("wall time per module: ")]
+    for module in ("mla_decode", "mla_prefill", "crossover", "gemm", "moe", "dsa", "comm"):
+        assert f" {module} " in spent  # where a run's time went, for sizing --quick
     for table in profile.tables:
         assert table.source.startswith("measured by kernels_calib on cpu")
         for p in table.points:
