@@ -1,21 +1,19 @@
 """Per-op latency from a calibration profile: interpolate measured latency, carry its work part.
 
-A table is read as t = t_fixed + work / eff. A query takes the table's latency t_c at its
-coordinates clamped to the grid (inside: log-latency multilinear in log(axis), so grid points come
-back exactly and latency rises along an axis wherever the table's points do), then carries the
-part above t_fixed from the table's op to its own compute and memory roofline seconds
-(`_carried`): the resource that limits the table's op keeps its efficiency, the other costs at
-most what the profile's typical efficiency gives, and the op costs its slower resource. For the
-table's own key on its own GPU nothing changes inside the grid. Outside it (marked extrapolated)
-t_fixed is held, so latency never falls below it. Along the axes where a query is outside, and
-on a GPU other than the table's, each blended grid point is first carried to the query's values
-and this GPU, then the points are blended (`_blend_carried`); there the other resource is also
-capped by what it reached where it limited smaller points (`table_grid._reached`), so a carried
-point is no faster than the points below it. A table whose key differs from the query's
-(nearest numeric key, log distance) is also extrapolation. A profile measured on another GPU
-keeps t_fixed in seconds: launch and synchronisation do not follow the roofline (FlashMLA's
-smallest point is 20.9 us on H800, 25.1 us on H20 with 6.7x less BF16 compute). An op without
-any table falls back to the profile's roofline factors ("roofline").
+A table is read as t = t_fixed + work / eff. A query on the table's own op, inside its grid, on a
+GPU of the table's speeds, takes the table's latency there (log-latency multilinear in
+log(axis), so grid points come back exactly and latency rises along an axis wherever the
+table's points do); its work part is only split by resource for the Pricer's probes
+(`_carried`). Every other query is extrapolation (marked so): outside the grid, with another key
+or dtype (nearest numeric key, log distance), or on a GPU or link of other speeds (a profile
+measured on another GPU). t_fixed is held in seconds (launch and synchronisation do not follow
+the roofline: FlashMLA's smallest point is 20.9 us on H800, 25.1 us on H20 with 6.7x less BF16
+compute), and each grid point's work is carried, resource by resource, to the op that stands to
+the table's op there as the query stands to the table's op at the query, then blended
+(`_blend_carried`): the resource limiting the point keeps its efficiency, the other gets the
+better of that and the profile's typical one. Smaller ops carried from the grid points below the
+query are a floor under it (`_floor`), so latency never falls as work grows where the table's
+points rise. An op without any table falls back to the profile's roofline factors ("roofline").
 
 t_fixed, one number per table, is defined in `sim.cost.table_grid`.
 
@@ -25,10 +23,13 @@ per key.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
+from sim.cost.op_work import op_work
 from sim.cost.table_grid import (
     MISMATCH,
     Grid,
@@ -175,15 +176,20 @@ class CalibratedCost:
         assert look is not None
         extrapolated = key_dist > 0 or look.clamp > 0 or bool(self._transfer)
         fixed = best.fixed_s
-        on = (self.gpu.peak_flops_per_s(best.table.dtype), bandwidth)
-        if look.outside or self._transfer:
-            t_c = _blend_carried(best, look, on)
-        else:  # every blended point is the table's own: carrying would return it unchanged
+        same_speeds = (self.gpu.peak_flops_per_s(best.table.dtype), bandwidth) == (
+            best.peak,
+            best.bandwidth,
+        )
+        if same_speeds and key_dist == 0 and not look.outside:  # the table's op, as measured
             t_c = math.exp(look.log_t)
-        table_op = best.resource_s({**look.at, **look.outside}, on)
-        work = _carried(t_c - fixed, table_op, query, best.typical_eff)
+            work = _carried(t_c - fixed, best.resource_s(look.at), query, best.typical_eff)
+        else:
+            query_at = _query_work(
+                best, attrs, query, dtype, self.gpu.peak_flops_per_s(dtype), bandwidth
+            )
+            work = max(_blend_carried(best, look, query), _floor(best, attrs, look, query_at))
         seconds = fixed + work if max(query) > 0 else 0.0
-        eff = max(table_op) / (t_c - fixed) if t_c > fixed else math.inf
+        eff = max(query) / work if work > 0 else math.inf
         table = best.table
         how = "inside grid" if look.clamp == 0 else "clamped to grid"
         how += "" if key_dist == 0 else f", nearest key {table.key}"
@@ -208,58 +214,131 @@ class CalibratedCost:
         return [g for d, g in scored if d == best], best
 
 
-def _blend_carried(grid: Grid, look: Lookup, on: tuple[float, float]) -> float:
-    """Latency of the table's op at the query's coordinates on the GPU whose FLOP/s and
-    bytes/s are `on`.
+Resources = tuple[float, float]  # roofline seconds of compute and of memory (link) traffic
 
-    Each blended grid point is first carried (`_carried`) to the query's values on the axes
-    where the query is outside the grid, and to this GPU, then the points are blended as inside
-    the grid. Scaling the blend by one roofline ratio instead lets a larger op cost less: along
-    an axis where the table's efficiency rises (a kernel filling the GPU as its work grows
-    compute-bound), an op whose roofline there stays memory-bound and flat (past another axis's
-    edge, or on a GPU with a lower ridge) would get cheaper as it grows. Carried grid points
-    rise wherever the table's own points and their work do, and the blend of rising points
-    rises."""
+
+def _query_work(
+    grid: Grid,
+    attrs: Mapping[str, object],
+    query: Resources,
+    dtype: str,
+    peak: float,
+    bandwidth: float,
+) -> Callable[[Mapping[str, float]], Resources]:
+    """The query op's resources at other coordinates of the table's axes (its own key and
+    dtype, on this GPU), scaled as the caller scaled its work (the Pricer probes FLOPs and bytes
+    apart, and twice over)."""
+
+    def own(coords: Mapping[str, float]) -> Resources:
+        flops, bytes_ = op_work(
+            grid.table.op, {**attrs, **coords}, mla_spec=grid.mla_spec, dtype=dtype
+        )
+        return flops / peak, bytes_ / bandwidth
+
+    here = own({})
+    scale = tuple(q / h if h > 0 else 0.0 for q, h in zip(query, here, strict=True))
+    extra = tuple(q if h <= 0 else 0.0 for q, h in zip(query, here, strict=True))
+
+    def at(coords: Mapping[str, float]) -> Resources:
+        c, m = own(coords)
+        return c * scale[0] + extra[0], m * scale[1] + extra[1]
+
+    return at
+
+
+def _blend_carried(grid: Grid, look: Lookup, query: Resources) -> float:
+    """Work seconds of the query op (resources `query` on this GPU) from the table's grid
+    points blended around it, for a query the table does not price as measured: outside the
+    grid, with another key or dtype, or on a GPU (or link) of other speeds.
+
+    Each blended point is carried (`_carried`) to the op that stands to the table's op at that
+    point (moved to the query's values on the axes where the query lies outside) as the query
+    stands to the table's op at the query, resource by resource; then the points are blended as
+    inside the grid. For the table's own op on its own GPU this is the table's interpolation;
+    for a query limited as the table is, it scales the table's latency by the query's work.
+    A point's limiting resource is its own, so the estimate moves smoothly with the query.
+    Scaling by one roofline ratio instead lets a larger op cost less where the table's
+    efficiency rises along an axis and the query's limit differs from the table's (past another
+    axis's edge, on a GPU with a lower ridge); splitting by resource at the query makes latency
+    jump where the table's op crosses the ridge (fewer heads than the table's)."""
     fixed, log_t = grid.fixed_s, 0.0
+    here = grid.resource_s({**look.at, **look.outside})
     for flat, weight in look.corners:
         node = grid.node(flat)
-        held = grid.resource_s(node)
-        there = grid.resource_s({**node, **look.outside}, on)
         work = math.exp(grid.log_latency[flat]) - fixed
-        work = _carried(work, held, there, grid.other_eff[flat])
-        log_t += weight * math.log(max(fixed + work, 1e-15))
-    return math.exp(log_t)
+        moved = grid.resource_s({**node, **look.outside})
+        target = cast(
+            Resources,
+            tuple(q * m / h if h > 0 else q for q, m, h in zip(query, moved, here, strict=True)),
+        )
+        carried = _carried(work, grid.resource_s(node), target, grid.typical_eff)
+        log_t += weight * math.log(max(fixed + carried, 1e-15))
+    return max(math.exp(log_t) - fixed, 0.0)
 
 
-def _carried(
-    work: float,
-    held: tuple[float, float],
-    query: tuple[float, float],
-    other: tuple[float, float],
+def _floor(
+    grid: Grid,
+    attrs: Mapping[str, object],
+    look: Lookup,
+    query_at: Callable[[Mapping[str, float]], Resources],
 ) -> float:
-    """Work seconds of an op whose roofline compute and memory seconds are `query`, from a
-    measured `work` seconds at roofline seconds `held` (another shape, or another GPU).
+    """The most any grid point at or below the query on every axis, from which the table rises
+    to the query's neighbours, costs when carried to the query op at that point's own
+    coordinates: a smaller op than the query, so a floor under it.
 
-    The resource that limits the measured point keeps the point's efficiency. For the other one
-    the point only bounds efficiency from below (the absorbed extend's memory traffic runs at
-    0.03-5% of bandwidth at its points, because compute limits them), so it costs the smaller of
-    what the point implies and what `other` (the profile's typical efficiency, or less:
-    `Grid.other_eff`) gives. The op costs its slower resource. With one ratio for both
-    resources instead, an op whose limit differs from the point's (a compute-bound H20 table
-    run on an H200, where it is memory-bound) could cost less as it grows. A point without work
-    holds its latency."""
+    Where the limiting resource changes between two points, the efficiency credited to the other
+    one may jump: DeepGEMM's FP8 GEMM on H20 runs memory at 33% of bandwidth at m = 32, where
+    memory limits it, and is compute-bound at m = 64; on H800 both are memory-bound and m = 64
+    would cost 15% less than m = 32. A point the table falls from on the way (a slow smallest
+    point, measurement noise) sets no floor."""
+    sizes = [len(grid.table.axes[a]) for a in grid.axis_names]
+    below = [  # how many of each axis's values lie at or below the query's
+        sum(v <= float(attrs[name]) for v in grid.table.axes[name])  # type: ignore[arg-type]
+        for name in grid.axis_names
+    ]
+    if not all(below):
+        return 0.0
+
+    def index(flat: int) -> tuple[int, ...]:
+        return tuple((flat // st) % n for st, n in zip(grid.strides, sizes, strict=True))
+
+    def flat_of(idx: Sequence[int]) -> int:
+        return sum(i * st for i, st in zip(idx, grid.strides, strict=True))
+
+    top = [max(i) for i in zip(*(index(flat) for flat, _ in look.corners), strict=True)]
+    floor = 0.0
+    for low in itertools.product(*(range(n) for n in below)):
+        t_low = grid.log_latency[flat_of(low)]
+        box = itertools.product(*(range(i, j + 1) for i, j in zip(low, top, strict=True)))
+        if any(grid.log_latency[flat_of(b)] < t_low for b in box):
+            continue
+        node = grid.node(flat_of(low))
+        work = math.exp(t_low) - grid.fixed_s
+        carried = _carried(work, grid.resource_s(node), query_at(node), grid.typical_eff)
+        floor = max(floor, carried)
+    return floor
+
+
+def _carried(work: float, held: Resources, query: Resources, typical: Resources) -> float:
+    """Work seconds of an op whose roofline resources are `query`, from a measured `work` at
+    roofline resources `held` (another shape, another GPU, or the work split by resource).
+
+    The resource that limits the measured point keeps the point's efficiency. The point only
+    bounds the other one's efficiency from below (the absorbed extend's memory traffic runs at
+    0.03-5% of bandwidth at its points, because compute limits them): it is credited with the
+    better of the limiting resource's efficiency (a kernel that streams well when memory-bound
+    is taken to compute as well; FlashMLA reaches 85-90% of bandwidth on H800 and 660 TFLOP/s,
+    67% of peak, once compute-bound) and the profile's `typical` one. The op costs its slower
+    resource, so the point itself comes back unchanged. A point without work holds its
+    latency."""
     if max(held) <= 0 or work <= 0:
         return max(work, 0.0)
     limit = 0 if held[0] >= held[1] else 1
-    held_eff = held[limit] / work
-    terms = [0.0]
-    for r in (0, 1):
-        need = max(query[r], 0.0)
-        if r == limit:
-            terms.append(need / held_eff)
-            continue
-        terms.append(need / max(held[r] / work, other[r]))
-    return max(terms)
+    kept = held[limit] / work
+    credited = [
+        kept if r == limit else max(typical[r], min(kept, 1.0), held[r] / work) for r in (0, 1)
+    ]
+    return max(max(query[r], 0.0) / credited[r] for r in (0, 1))
 
 
 def _attributes(

@@ -207,29 +207,33 @@ def test_log_latency_is_linear_in_log_axis() -> None:
 
 
 def test_a_profile_from_another_gpu_lends_efficiency_and_keeps_fixed_latency() -> None:
-    """FlashMLA decode at batch 64, 4K context is memory-bound on H800 and compute-bound on
-    H200 (same BF16 peak, 1.43x the bandwidth): memory keeps the efficiency H800 measured,
-    compute gets the profile's typical efficiency, and the op costs the slower of the two."""
+    """FlashMLA decode is memory-bound on H800 and compute-bound on H200 (same BF16 peak, 1.43x
+    the bandwidth). On H200 memory keeps the efficiency H800 measured, and the op lands near
+    FlashMLA's published compute-bound rate (660 TFLOP/s on H800's peak) plus the fixed part."""
     h200, h20 = load_gpu("h200"), load_gpu("h20")
     profile = load_profile("h800-published")
     moved = CalibratedCost(profile, h200, profile_gpu=H800)
     home = CalibratedCost(profile, H800)
-    est, ref = decode_us(moved, 64, 4096), decode_us(home, 64, 4096)
-    assert est.extrapolated and "efficiency from h800" in est.detail
-    assert est.seconds < ref.seconds  # H200 has more HBM bandwidth, the same peak
     shape = profile.model_shape
     assert shape is not None
-    flops, nbytes = op_work(
-        "mla_decode", {**DECODE_KEY, "batch": 64, "kv_len": 4096}, mla_spec=shape.mla_spec()
-    )
-    peak = H800.peak_flops_per_s("bf16")
-    assert nbytes / H800.hbm_bytes_per_s > flops / peak > nbytes / h200.hbm_bytes_per_s
     fixed_s = 20.2e-6  # the table's fixed latency (the detail line says so)
-    assert "fixed 20.2 us" in est.detail
-    memory_s = (ref.seconds - fixed_s) * H800.hbm_bytes_per_s / h200.hbm_bytes_per_s
-    compute_s = flops / (peak * profile.roofline.compute_efficiency("mla_decode").value)
-    assert compute_s > memory_s
-    assert est.seconds == pytest.approx(fixed_s + compute_s, rel=1e-3)
+    checked = 0
+    for batch, kv in itertools.product((32, 64, 128), (1024, 4096, 16384)):
+        est, ref = decode_us(moved, batch, kv), decode_us(home, batch, kv)
+        assert est.extrapolated and "efficiency from h800" in est.detail
+        assert "fixed 20.2 us" in est.detail
+        flops, nbytes = op_work(
+            "mla_decode", {**DECODE_KEY, "batch": batch, "kv_len": kv}, mla_spec=shape.mla_spec()
+        )
+        peak = H800.peak_flops_per_s("bf16")
+        assert nbytes / H800.hbm_bytes_per_s > flops / peak
+        memory_s = (ref.seconds - fixed_s) * H800.hbm_bytes_per_s / h200.hbm_bytes_per_s
+        assert memory_s <= est.seconds - fixed_s < ref.seconds - fixed_s
+        if flops / peak > nbytes / h200.hbm_bytes_per_s:  # compute-bound on H200
+            published_s = fixed_s + flops / 660e12
+            assert est.seconds == pytest.approx(published_s, rel=0.15), (batch, kv)
+            checked += 1
+    assert checked >= 6
     # launch and synchronisation do not follow the roofline: H800's FlashMLA table on H20
     # (6.7x less BF16 compute) lands near H20's own published smallest point (25.1 us)
     on_h20 = CalibratedCost(profile, h20, profile_gpu=H800)
@@ -248,7 +252,7 @@ def test_a_table_run_where_its_limit_differs_still_costs_more_as_it_grows() -> N
             query(cost, "gemm", {"k": 2048, "n": 2048}, {"m": m}, dtype="fp8").seconds
             for m in (4.0, 8.0, 16.0, 24.0, 32.0, 45.0, 64.0, 90.0, 128.0, 256.0, 1024.0)
         ]
-        assert all(b >= a for a, b in itertools.pairwise(times)), (gpu, times)
+        assert all(b >= a * (1 - 1e-12) for a, b in itertools.pairwise(times)), (gpu, times)
     h200 = load_gpu("h200")
     moved = CalibratedCost(_synthetic(), h200, profile_gpu=H800)
     home = CalibratedCost(_synthetic(), H800)
