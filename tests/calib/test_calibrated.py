@@ -356,3 +356,39 @@ def test_a_memory_bound_query_below_a_compute_bound_grid_is_priced_by_its_traffi
     est = cost.estimate("mla_prefill", key=table.key, point=point, flops=flops, bytes_=nbytes)
     traffic_s = nbytes / load_gpu("h200").hbm_bytes_per_s
     assert est.extrapolated and traffic_s < est.seconds < 3 * traffic_s
+
+
+def test_fewer_heads_than_the_table_move_smoothly_where_its_op_crosses_the_ridge() -> None:
+    """h200-measured's 128-head decode at batch 64 crosses H200's ridge near 1,390 tokens of
+    context. A 16- or 64-head query priced from it must neither jump nor fall there (split by
+    resource at the query, the 16-head decode fell from 165 to 46 us over 40 tokens)."""
+    cost = CalibratedCost(load_profile("h200-measured"), load_gpu("h200"))
+    for heads in (16, 64):
+        times = [decode_us(cost, 64, kv, heads=heads).seconds for kv in range(1300, 1501, 10)]
+        steps = [b / a for a, b in itertools.pairwise(times)]
+        assert all(1 - 1e-12 <= s <= 1.02 for s in steps), (heads, steps)
+
+
+def test_a_comm_table_queried_over_another_link_is_priced_at_that_link() -> None:
+    """DeepEP's low-latency NVLink point (128 tokens per rank) queried over a faster link: the
+    same price at the grid point as beside it, and less than over the table's own link."""
+    profile = load_profile("h800-published")
+    cost = CalibratedCost(profile, H800)
+    table = next(
+        t
+        for t in profile.tables
+        if t.op == "ep_dispatch" and t.key.get("mode") == "low_latency" and "ep" in t.key
+    )
+    own = table.link_bytes_per_s
+    assert own is not None
+    times = {
+        (tokens, link): query(
+            cost, "ep_dispatch", table.key, {"tokens_per_rank": tokens}, link=link
+        ).seconds
+        for tokens in (127.99, 128.0, 128.01)
+        for link in (own, 3 * own)
+    }
+    for link in (own, 3 * own):
+        assert times[(128.0, link)] == pytest.approx(times[(127.99, link)], rel=1e-3)
+        assert times[(128.0, link)] == pytest.approx(times[(128.01, link)], rel=1e-3)
+    assert times[(128.0, 3 * own)] < times[(128.0, own)]
