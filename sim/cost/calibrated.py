@@ -1,19 +1,18 @@
 """Per-op latency from a calibration profile: interpolate measured latency, carry its work part.
 
 A table is read as t = t_fixed + work / eff. A query on the table's own op, inside its grid, on a
-GPU of the table's speeds, takes the table's latency there (log-latency multilinear in
-log(axis), so grid points come back exactly and latency rises along an axis wherever the
+GPU (or link) of the table's speeds, takes the table's latency there (log-latency multilinear
+in log(axis), so grid points come back exactly and latency rises along an axis wherever the
 table's points do); its work part is only split by resource for the Pricer's probes
 (`_carried`). Every other query is extrapolation (marked so): outside the grid, with another key
 or dtype (nearest numeric key, log distance), or on a GPU or link of other speeds (a profile
 measured on another GPU). t_fixed is held in seconds (launch and synchronisation do not follow
 the roofline: FlashMLA's smallest point is 20.9 us on H800, 25.1 us on H20 with 6.7x less BF16
-compute), and each grid point's work is carried, resource by resource, to the op that stands to
-the table's op there as the query stands to the table's op at the query, then blended
-(`_blend_carried`): the resource limiting the point keeps its efficiency, the other gets the
-better of that and the profile's typical one. Smaller ops carried from the grid points below the
-query are a floor under it (`_floor`), so latency never falls as work grows where the table's
-points rise. An op without any table falls back to the profile's roofline factors ("roofline").
+compute), and each grid point's work is carried to the query op at the point's coordinates,
+resource by resource, with smaller ops below it as a floor; each resource's times are blended
+and the op costs the slower one (`_blend_carried`). The resource limiting a point keeps its
+efficiency; the other gets the better of that and the profile's typical one. An op without any
+table falls back to the profile's roofline factors ("roofline").
 
 t_fixed, one number per table, is defined in `sim.cost.table_grid`.
 
@@ -23,11 +22,9 @@ per key.
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import cast
 
 from sim.cost.op_work import op_work
 from sim.cost.table_grid import (
@@ -182,12 +179,14 @@ class CalibratedCost:
         )
         if same_speeds and key_dist == 0 and not look.outside:  # the table's op, as measured
             t_c = math.exp(look.log_t)
-            work = _carried(t_c - fixed, best.resource_s(look.at), query, best.typical_eff)
+            held = best.resource_s(look.at)
+            work = max(_carried(t_c - fixed, held, query, best.typical_eff))
         else:
+            extrapolated = True
             query_at = _query_work(
                 best, attrs, query, dtype, self.gpu.peak_flops_per_s(dtype), bandwidth
             )
-            work = max(_blend_carried(best, look, query), _floor(best, attrs, look, query_at))
+            work = _blend_carried(best, look, query_at)
         seconds = fixed + work if max(query) > 0 else 0.0
         eff = max(query) / work if work > 0 else math.inf
         table = best.table
@@ -246,99 +245,74 @@ def _query_work(
     return at
 
 
-def _blend_carried(grid: Grid, look: Lookup, query: Resources) -> float:
-    """Work seconds of the query op (resources `query` on this GPU) from the table's grid
-    points blended around it, for a query the table does not price as measured: outside the
-    grid, with another key or dtype, or on a GPU (or link) of other speeds.
-
-    Each blended point is carried (`_carried`) to the op that stands to the table's op at that
-    point (moved to the query's values on the axes where the query lies outside) as the query
-    stands to the table's op at the query, resource by resource; then the points are blended as
-    inside the grid. For the table's own op on its own GPU this is the table's interpolation;
-    for a query limited as the table is, it scales the table's latency by the query's work.
-    A point's limiting resource is its own, so the estimate moves smoothly with the query.
-    Scaling by one roofline ratio instead lets a larger op cost less where the table's
-    efficiency rises along an axis and the query's limit differs from the table's (past another
-    axis's edge, on a GPU with a lower ridge); splitting by resource at the query makes latency
-    jump where the table's op crosses the ridge (fewer heads than the table's)."""
-    fixed, log_t = grid.fixed_s, 0.0
-    here = grid.resource_s({**look.at, **look.outside})
-    for flat, weight in look.corners:
-        node = grid.node(flat)
-        work = math.exp(grid.log_latency[flat]) - fixed
-        moved = grid.resource_s({**node, **look.outside})
-        target = cast(
-            Resources,
-            tuple(q * m / h if h > 0 else q for q, m, h in zip(query, moved, here, strict=True)),
-        )
-        carried = _carried(work, grid.resource_s(node), target, grid.typical_eff)
-        log_t += weight * math.log(max(fixed + carried, 1e-15))
-    return max(math.exp(log_t) - fixed, 0.0)
-
-
-def _floor(
-    grid: Grid,
-    attrs: Mapping[str, object],
-    look: Lookup,
-    query_at: Callable[[Mapping[str, float]], Resources],
+def _blend_carried(
+    grid: Grid, look: Lookup, query_at: Callable[[Mapping[str, float]], Resources]
 ) -> float:
-    """The most any grid point at or below the query on every axis, from which the table rises
-    to the query's neighbours, costs when carried to the query op at that point's own
-    coordinates: a smaller op than the query, so a floor under it.
+    """Work seconds of the query op from the table's grid points around it, for a query the
+    table does not price as measured: outside the grid, with another key or dtype, or on a GPU
+    or link of other speeds.
 
-    Where the limiting resource changes between two points, the efficiency credited to the other
-    one may jump: DeepGEMM's FP8 GEMM on H20 runs memory at 33% of bandwidth at m = 32, where
-    memory limits it, and is compute-bound at m = 64; on H800 both are memory-bound and m = 64
-    would cost 15% less than m = 32. A point the table falls from on the way (a slow smallest
-    point, measurement noise) sets no floor."""
-    sizes = [len(grid.table.axes[a]) for a in grid.axis_names]
-    below = [  # how many of each axis's values lie at or below the query's
-        sum(v <= float(attrs[name]) for v in grid.table.axes[name])  # type: ignore[arg-type]
-        for name in grid.axis_names
-    ]
-    if not all(below):
-        return 0.0
+    Each blended point is carried (`_carried`) to the query op at the point's coordinates (the
+    query's own values on the axes where it lies outside the grid), giving a time per resource.
+    A point also takes, resource by resource, the most any point at or below it from which the
+    table rises costs when carried to the query op at its own coordinates: a smaller op, so a
+    floor. Where the limiting resource changes between two points the efficiency credited to
+    the other one may jump (`h200-measured`'s 128-head Triton decode at batch 64 is memory-bound
+    at 1K context, at 14.5% of bandwidth, and compute-bound at 4K, where memory would get the
+    typical 72%; a 16-head query, memory-bound at both, would cost less at 4K than at 1K). Each
+    resource's times are blended as inside the grid and the op costs the slower one: the
+    estimate is `max(compute x rate, memory x rate)` around the query, as the Pricer takes it.
+    Scaling the table's latency by one roofline ratio instead lets a larger op cost less where
+    the table's efficiency rises along an axis and the query's limit differs from the table's
+    (past another axis's edge, on a GPU with a lower ridge)."""
+    fixed = grid.fixed_s
+    memo: dict[tuple[int, tuple[float, ...]], Resources] = {}
 
-    def index(flat: int) -> tuple[int, ...]:
-        return tuple((flat // st) % n for st, n in zip(grid.strides, sizes, strict=True))
+    def carried(flat: int, coords: dict[str, float]) -> Resources:
+        key = (flat, tuple(coords[a] for a in grid.axis_names))
+        if key not in memo:
+            work = math.exp(grid.log_latency[flat]) - fixed
+            held = grid.resource_s(grid.node(flat))
+            need = query_at(coords)
+            # a point that spends only the fixed part says nothing of its work's speed: the
+            # roofline bounds it
+            done = work > 0 and max(held) > 0
+            memo[key] = _carried(work, held, need, grid.typical_eff) if done else need
+        return memo[key]
 
-    def flat_of(idx: Sequence[int]) -> int:
-        return sum(i * st for i, st in zip(idx, grid.strides, strict=True))
-
-    top = [max(i) for i in zip(*(index(flat) for flat, _ in look.corners), strict=True)]
-    floor = 0.0
-    for low in itertools.product(*(range(n) for n in below)):
-        t_low = grid.log_latency[flat_of(low)]
-        box = itertools.product(*(range(i, j + 1) for i, j in zip(low, top, strict=True)))
-        if any(grid.log_latency[flat_of(b)] < t_low for b in box):
-            continue
-        node = grid.node(flat_of(low))
-        work = math.exp(t_low) - grid.fixed_s
-        carried = _carried(work, grid.resource_s(node), query_at(node), grid.typical_eff)
-        floor = max(floor, carried)
-    return floor
+    log_t = [0.0, 0.0]
+    for flat, weight in look.corners:
+        corner = {**grid.node(flat), **look.outside}
+        times = carried(flat, corner)
+        for low, below in grid.below[flat]:
+            node = grid.node(low)
+            lower = carried(low, {**corner, **{a: node[a] for a in below}})
+            times = (max(times[0], lower[0]), max(times[1], lower[1]))
+        for r in (0, 1):
+            log_t[r] += weight * math.log(max(times[r], 1e-300))
+    return max(math.exp(log_t[0]), math.exp(log_t[1]))
 
 
-def _carried(work: float, held: Resources, query: Resources, typical: Resources) -> float:
-    """Work seconds of an op whose roofline resources are `query`, from a measured `work` at
-    roofline resources `held` (another shape, another GPU, or the work split by resource).
+def _carried(work: float, held: Resources, query: Resources, typical: Resources) -> Resources:
+    """Seconds per resource of an op whose roofline resources are `query`, from a measured
+    `work` at roofline resources `held` (another shape, another GPU, or the work split by
+    resource); the op costs the larger.
 
     The resource that limits the measured point keeps the point's efficiency. The point only
     bounds the other one's efficiency from below (the absorbed extend's memory traffic runs at
     0.03-5% of bandwidth at its points, because compute limits them): it is credited with the
-    better of the limiting resource's efficiency (a kernel that streams well when memory-bound
-    is taken to compute as well; FlashMLA reaches 85-90% of bandwidth on H800 and 660 TFLOP/s,
-    67% of peak, once compute-bound) and the profile's `typical` one. The op costs its slower
-    resource, so the point itself comes back unchanged. A point without work holds its
+    better of the limiting resource's efficiency (FlashMLA's decode reaches 61-73% of H800's
+    bandwidth from batch 32 and 4K context, and compute-bound about 660 TFLOP/s, 67% of peak)
+    and the profile's `typical` one. A point without work above the fixed part holds its
     latency."""
     if max(held) <= 0 or work <= 0:
-        return max(work, 0.0)
+        return max(work, 0.0), 0.0
     limit = 0 if held[0] >= held[1] else 1
     kept = held[limit] / work
     credited = [
         kept if r == limit else max(typical[r], min(kept, 1.0), held[r] / work) for r in (0, 1)
     ]
-    return max(max(query[r], 0.0) / credited[r] for r in (0, 1))
+    return max(query[0], 0.0) / credited[0], max(query[1], 0.0) / credited[1]
 
 
 def _attributes(

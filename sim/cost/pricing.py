@@ -5,8 +5,9 @@ all its attributes at a representative point (e.g. a rank's decode batch at its 
 The estimator prices the op's reference work at that point (`sim.cost.op_work`, the convention
 calibration tables use, so measured points come back exactly). At a fixed shape an estimate is
 `max(FLOPs / peak x compute rate, bytes / bandwidth x memory rate) + fixed`: a table's rates are
-both 1 / its efficiency there, plus the table's own fixed part (`table_grid`: what its smallest
-point spends beyond its work, launch included); the roofline's are 1 / its compute and memory
+1 / the efficiency each resource is credited with there (`sim.cost.calibrated`), plus the
+table's own fixed part (`table_grid`: what its smallest point spends beyond its work, launch
+included); the roofline's are 1 / its compute and memory
 efficiencies, and its launch overhead is the fixed part.
 Probing the estimator with the reference FLOPs alone (once, and twice over) and its bytes alone
 recovers the three; the step's actual work (every request's own context counted) is then priced

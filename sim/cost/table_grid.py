@@ -12,8 +12,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-
-import numpy as np
+from itertools import product
 
 from sim.cost.op_work import op_work
 from sim.specs.gpu import GpuSpec
@@ -40,9 +39,9 @@ class Grid:
     # the profile's compute and memory (comm ops: link) efficiencies for this op: what a
     # resource that does not limit the table's points is assumed to reach at least
     typical_eff: tuple[float, float] = (1.0, 1.0)
-    # per grid point: the most each resource is taken to reach there when it does not limit the
-    # point (`_reached`); () until build_grid fills it
-    other_eff: tuple[tuple[float, float], ...] = ()
+    # per grid point: the points at or below it on every axis from which the table rises to it
+    # (no point between them is faster), each with the axes along which it lies below
+    below: tuple[tuple[tuple[int, tuple[str, ...]], ...], ...] = ()
 
     def work(self, coords: Mapping[str, float]) -> tuple[float, float]:
         """FLOPs and bytes of the table's op at `coords` (its key and dtype, op_work)."""
@@ -52,14 +51,10 @@ class Grid:
     def roofline_s(self, coords: Mapping[str, float]) -> float:
         return max(self.resource_s(coords))
 
-    def resource_s(
-        self, coords: Mapping[str, float], on: tuple[float, float] | None = None
-    ) -> tuple[float, float]:
-        """Roofline seconds of compute and of memory (comm ops: link) traffic at `coords`, on
-        the GPU the table was measured on or at `on` = (FLOP/s, bytes/s)."""
+    def resource_s(self, coords: Mapping[str, float]) -> tuple[float, float]:
+        """Roofline seconds of compute and of memory (comm ops: link) traffic at `coords`."""
         flops, bytes_ = self.work(coords)
-        peak, bandwidth = on or (self.peak, self.bandwidth)
-        return flops / peak, bytes_ / bandwidth
+        return flops / self.peak, bytes_ / self.bandwidth
 
     @property
     def size(self) -> int:
@@ -118,36 +113,36 @@ def build_grid(
             factors.compute_efficiency(table.op).value,
             factors.memory_bandwidth_efficiency.value,
         )
-    grid = replace(grid, fixed_s=_fixed_s(grid, factors), typical_eff=typical)
-    return replace(grid, other_eff=_reached(grid))
+    return replace(grid, fixed_s=_fixed_s(grid, factors), typical_eff=typical, below=_below(grid))
 
 
-def _reached(grid: Grid) -> tuple[tuple[float, float], ...]:
-    """Per grid point, the efficiency each resource may be credited with where it does not
-    limit the point: the profile's typical one, but no more than the resource reached at any
-    point at or below this one on every axis where it did limit.
+def _below(grid: Grid) -> tuple[tuple[tuple[int, tuple[str, ...]], ...], ...]:
+    """`Grid.below` for every grid point."""
+    sizes = [len(grid.table.axes[a]) for a in grid.axis_names]
+    index = [
+        tuple((flat // stride) % n for stride, n in zip(grid.strides, sizes, strict=True))
+        for flat in range(math.prod(sizes))
+    ]
 
-    A point only bounds the efficiency of a resource that does not limit it from below. Where
-    the measured kernel was limited by memory at a small size (DeepGEMM's FP8 GEMM on H20 reaches
-    33% of bandwidth at m = 32) and by compute at the next (m = 64), crediting memory with the
-    typical efficiency there would price m = 64 below m = 32 on a GPU where both are
-    memory-bound. Capping it by what smaller points reached keeps every carried point at least
-    as slow as the points below it."""
-    shape = tuple(len(grid.table.axes[a]) for a in grid.axis_names)
-    reached = np.empty((2, *shape))
-    for flat in range(math.prod(shape)):
-        node = grid.node(flat)
-        held = grid.resource_s(node)
-        work = math.exp(grid.log_latency[flat]) - grid.fixed_s
-        limit = 0 if held[0] >= held[1] else 1
-        index = np.unravel_index(flat, shape)
-        for r in (0, 1):
-            limited = r == limit and held[r] > 0 and work > 0
-            reached[(r, *index)] = held[r] / work if limited else math.inf
-    for axis in range(1, reached.ndim):
-        reached = np.minimum.accumulate(reached, axis=axis)
-    bound = np.minimum(reached.reshape(2, -1).T, np.array(grid.typical_eff))
-    return tuple((float(c), float(m)) for c, m in bound)
+    def flat_of(idx: tuple[int, ...]) -> int:
+        return sum(i * stride for i, stride in zip(idx, grid.strides, strict=True))
+
+    def rises(low: tuple[int, ...], high: tuple[int, ...]) -> bool:
+        t_low = grid.log_latency[flat_of(low)]
+        box = product(*(range(i, j + 1) for i, j in zip(low, high, strict=True)))
+        return all(grid.log_latency[flat_of(b)] >= t_low for b in box)
+
+    return tuple(
+        tuple(
+            (
+                flat_of(low),
+                tuple(a for a, i, j in zip(grid.axis_names, low, high, strict=True) if i < j),
+            )
+            for low in product(*(range(j + 1) for j in high))
+            if rises(low, high)
+        )
+        for high in index
+    )
 
 
 def _fixed_s(grid: Grid, factors: RooflineFactors) -> float:

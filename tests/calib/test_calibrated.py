@@ -166,11 +166,11 @@ def test_bad_queries_are_refused(h800: CalibratedCost) -> None:
         h800.estimate("ep_dispatch", key={}, point={}, flops=0.0, bytes_=1.0)
 
 
-def _synthetic() -> Profile:
-    """A gemm table over m with efficiency 0.2 at m = 16 and 0.8 at m = 256."""
+def _synthetic(effs: dict[float, float] | None = None) -> Profile:
+    """A gemm table over m with efficiency 0.2 at m = 16 and 0.8 at m = 256 (or `effs`)."""
     roof = load_profile("h800-roofline").roofline
     points = []
-    for m, eff in {16.0: 0.2, 256.0: 0.8}.items():
+    for m, eff in (effs or {16.0: 0.2, 256.0: 0.8}).items():
         flops = 2 * m * 1024 * 1024
         nbytes = 2.0 * (m * 1024 + 1024 * 1024) + 2 * m * 1024
         t = max(flops / H800.peak_flops_per_s("bf16"), nbytes / H800.hbm_bytes_per_s) / eff
@@ -254,8 +254,9 @@ def test_a_table_run_where_its_limit_differs_still_costs_more_as_it_grows() -> N
         ]
         assert all(b >= a * (1 - 1e-12) for a, b in itertools.pairwise(times)), (gpu, times)
     h200 = load_gpu("h200")
-    moved = CalibratedCost(_synthetic(), h200, profile_gpu=H800)
-    home = CalibratedCost(_synthetic(), H800)
+    rising = {16.0: 0.05, 256.0: 0.06}  # latency rises with m, well above one launch
+    moved = CalibratedCost(_synthetic(rising), h200, profile_gpu=H800)
+    home = CalibratedCost(_synthetic(rising), H800)
     key = {"k": 1024, "n": 1024}
     grows = [  # the fixed latency cancels in the difference
         query(c, "gemm", key, {"m": 256.0}).seconds - query(c, "gemm", key, {"m": 16.0}).seconds
@@ -367,6 +368,12 @@ def test_fewer_heads_than_the_table_move_smoothly_where_its_op_crosses_the_ridge
         times = [decode_us(cost, 64, kv, heads=heads).seconds for kv in range(1300, 1501, 10)]
         steps = [b / a for a, b in itertools.pairwise(times)]
         assert all(1 - 1e-12 <= s <= 1.02 for s in steps), (heads, steps)
+    # (64, 1K) is memory-bound at 14.5% of bandwidth and (64, 4K) compute-bound: at batch 48 a
+    # 16-head decode must not get cheaper from 1K to 4K, nor jump as the batch reaches 64
+    times = [decode_us(cost, 48, kv, heads=16).seconds for kv in (1024, 1536, 2048, 3072, 4096)]
+    assert all(b >= a * (1 - 1e-12) for a, b in itertools.pairwise(times)), times
+    near = [decode_us(cost, batch, 4096, heads=16).seconds for batch in (63.99, 64.0, 64.01)]
+    assert near[0] <= near[1] <= near[2] <= near[0] * 1.001, near
 
 
 def test_a_comm_table_queried_over_another_link_is_priced_at_that_link() -> None:
@@ -392,3 +399,36 @@ def test_a_comm_table_queried_over_another_link_is_priced_at_that_link() -> None
         assert times[(128.0, link)] == pytest.approx(times[(127.99, link)], rel=1e-3)
         assert times[(128.0, link)] == pytest.approx(times[(128.01, link)], rel=1e-3)
     assert times[(128.0, 3 * own)] < times[(128.0, own)]
+
+
+@pytest.mark.parametrize(("name", "gpu"), [("h800-published", "h100"), ("h200-measured", "h100")])
+def test_the_pricer_reproduces_an_extrapolated_estimate(name: str, gpu: str) -> None:
+    """The Pricer splits an estimate into compute and memory rates and a fixed part by probing
+    FLOPs and bytes apart; an estimate carried from another GPU or key must split cleanly
+    (blending each point's slower resource instead put the Pricer 11-26% below it)."""
+    from sim.cost.pricing import Pricer
+
+    profile = load_profile(name)
+    home = load_gpu(profile.device.gpu or "")
+    cost = CalibratedCost(profile, load_gpu(gpu), profile_gpu=home)
+    shape = profile.model_shape
+    assert shape is not None
+    pricer = Pricer(load_gpu(gpu), cost, mla_spec=shape.mla_spec())
+    for batch, kv, heads, s_q in itertools.product(
+        (8, 64, 128), (1024, 2048, 8192), (16, 128), (1, 2)
+    ):
+        attrs = {
+            "batch": float(batch),
+            "kv_len": float(kv),
+            "s_q": s_q,
+            "kv_dtype": "bf16",
+            "heads": heads,
+        }
+        flops, nbytes = op_work("mla_decode", attrs, mla_spec=shape.mla_spec())
+        key = {k: attrs[k] for k in ("s_q", "kv_dtype", "heads")}
+        direct = cost.estimate(
+            "mla_decode", key=key, point={"batch": attrs["batch"], "kv_len": attrs["kv_len"]},
+            flops=flops, bytes_=nbytes,
+        )  # fmt: skip
+        priced = pricer.op("mla_decode", attrs, flops, nbytes)
+        assert priced.seconds == pytest.approx(direct.seconds, rel=1e-6), attrs
