@@ -9,10 +9,10 @@ or dtype (nearest numeric key, log distance), or on a GPU or link of other speed
 measured on another GPU). t_fixed is held in seconds (launch and synchronisation do not follow
 the roofline: FlashMLA's smallest point is 20.9 us on H800, 25.1 us on H20 with 6.7x less BF16
 compute), and each grid point's work is carried to the query op at the point's coordinates,
-resource by resource, with smaller ops below it as a floor; each resource's times are blended
-and the op costs the slower one (`_blend_carried`). The resource limiting a point keeps its
-efficiency; the other gets the better of that and the profile's typical one. An op without any
-table falls back to the profile's roofline factors ("roofline").
+resource by resource, costs the slower one, takes smaller ops below it as a floor, and the
+points are blended as inside the grid (`_blend_carried`). The resource limiting a point keeps
+its efficiency; the other gets the better of that and the profile's typical one. An op without
+any table falls back to the profile's roofline factors ("roofline").
 
 t_fixed, one number per table, is defined in `sim.cost.table_grid`.
 
@@ -253,22 +253,22 @@ def _blend_carried(
     or link of other speeds.
 
     Each blended point is carried (`_carried`) to the query op at the point's coordinates (the
-    query's own values on the axes where it lies outside the grid), giving a time per resource.
-    A point also takes, resource by resource, the most any point at or below it from which the
-    table rises costs when carried to the query op at its own coordinates: a smaller op, so a
-    floor. Where the limiting resource changes between two points the efficiency credited to
-    the other one may jump (`h200-measured`'s 128-head Triton decode at batch 64 is memory-bound
-    at 1K context, at 14.5% of bandwidth, and compute-bound at 4K, where memory would get the
-    typical 72%; a 16-head query, memory-bound at both, would cost less at 4K than at 1K). Each
-    resource's times are blended as inside the grid and the op costs the slower one: the
-    estimate is `max(compute x rate, memory x rate)` around the query, as the Pricer takes it.
-    Scaling the table's latency by one roofline ratio instead lets a larger op cost less where
-    the table's efficiency rises along an axis and the query's limit differs from the table's
-    (past another axis's edge, on a GPU with a lower ridge)."""
+    query's own values on the axes where it lies outside the grid) and costs its slower
+    resource. A point also costs at least what any point at or below it, from which the table
+    rises, costs when carried to the query op at its own coordinates: a smaller op, so a floor.
+    Where the limiting resource changes between two points the efficiency credited to the
+    other one may jump (`h200-measured`'s 128-head Triton decode at batch 64 is memory-bound at
+    1K context, at 14.5% of bandwidth, and compute-bound at 4K, where memory would get the
+    typical 72%; a 16-head query, memory-bound at both, would cost less at 4K than at 1K). The
+    points are then blended as inside the grid (log of fixed part plus work), so the table's own
+    op moves across a grid edge without a step. Scaling the table's latency by one roofline
+    ratio instead lets a larger op cost less where the table's efficiency rises along an axis
+    and the query's limit differs from the table's (past another axis's edge, on a GPU with a
+    lower ridge)."""
     fixed = grid.fixed_s
-    memo: dict[tuple[int, tuple[float, ...]], Resources] = {}
+    memo: dict[tuple[int, tuple[float, ...]], float] = {}
 
-    def carried(flat: int, coords: dict[str, float]) -> Resources:
+    def carried(flat: int, coords: dict[str, float]) -> float:
         key = (flat, tuple(coords[a] for a in grid.axis_names))
         if key not in memo:
             work = math.exp(grid.log_latency[flat]) - fixed
@@ -277,20 +277,18 @@ def _blend_carried(
             # a point that spends only the fixed part says nothing of its work's speed: the
             # roofline bounds it
             done = work > 0 and max(held) > 0
-            memo[key] = _carried(work, held, need, grid.typical_eff) if done else need
+            memo[key] = max(_carried(work, held, need, grid.typical_eff) if done else need)
         return memo[key]
 
-    log_t = [0.0, 0.0]
+    log_t = 0.0
     for flat, weight in look.corners:
         corner = {**grid.node(flat), **look.outside}
-        times = carried(flat, corner)
+        work = carried(flat, corner)
         for low, below in grid.below[flat]:
             node = grid.node(low)
-            lower = carried(low, {**corner, **{a: node[a] for a in below}})
-            times = (max(times[0], lower[0]), max(times[1], lower[1]))
-        for r in (0, 1):
-            log_t[r] += weight * math.log(max(times[r], 1e-300))
-    return max(math.exp(log_t[0]), math.exp(log_t[1]))
+            work = max(work, carried(low, {**corner, **{a: node[a] for a in below}}))
+        log_t += weight * math.log(fixed + work) if fixed + work > 0 else -math.inf
+    return max(math.exp(log_t) - fixed, 0.0)
 
 
 def _carried(work: float, held: Resources, query: Resources, typical: Resources) -> Resources:

@@ -8,7 +8,9 @@ calibration tables use, so measured points come back exactly). At a fixed shape 
 1 / the efficiency each resource is credited with there (`sim.cost.calibrated`), plus the
 table's own fixed part (`table_grid`: what its smallest point spends beyond its work, launch
 included); the roofline's are 1 / its compute and memory
-efficiencies, and its launch overhead is the fixed part.
+efficiencies, and its launch overhead is the fixed part. An extrapolated table estimate blends
+grid points limited by different resources and is not always the larger of its parts: both
+rates are then scaled so the shape's own work costs what it was priced at.
 Probing the estimator with the reference FLOPs alone (once, and twice over) and its bytes alone
 recovers the three; the step's actual work (every request's own context counted) is then priced
 with them, so the launch is paid once per call whatever the ratio of actual to reference work,
@@ -78,6 +80,13 @@ def _rate(price: Callable[[float, float], Estimate], compute_s: float, memory_s:
     if memory_s > 0:
         bytes_alone = price(0.0, 1.0) if compute_s > 0 else alone
         memory = (bytes_alone.seconds - fixed) / memory_s
+    if compute_s > 0 and memory_s > 0:
+        # an estimate blended from grid points limited by different resources is not the max
+        # of its parts: scale both rates so the shape's own work costs what it is priced at
+        whole = price(1.0, 1.0).seconds - fixed
+        split = max(compute * compute_s, memory * memory_s)
+        if whole > 0 and split > 0 and abs(whole - split) > 1e-9 * whole:
+            compute, memory = compute * whole / split, memory * whole / split
     return _Rate(compute, memory, fixed, alone.source, alone.extrapolated)
 
 
