@@ -299,10 +299,10 @@ def _carried(work: float, held: Resources, query: Resources, typical: Resources)
     The resource that limits the measured point keeps the point's efficiency. The point only
     bounds the other one's efficiency from below (the absorbed extend's memory traffic runs at
     0.03-5% of bandwidth at its points, because compute limits them): it is credited with the
-    better of the limiting resource's efficiency (FlashMLA's decode reaches 61-73% of H800's
-    bandwidth from batch 32 and 4K context, and compute-bound about 660 TFLOP/s, 67% of peak)
-    and the profile's `typical` one. A point without work above the fixed part holds its
-    latency."""
+    best of the limiting resource's efficiency, at most 100% (FlashMLA's decode reaches 61-73% of
+    H800's bandwidth from batch 32 and 4K context, and compute-bound about 660 TFLOP/s, 67% of
+    peak), its own implied one (so the point itself comes back) and the profile's `typical` one.
+    A point without work above the fixed part holds its latency."""
     if max(held) <= 0 or work <= 0:
         return max(work, 0.0), 0.0
     limit = 0 if held[0] >= held[1] else 1

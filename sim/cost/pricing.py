@@ -4,20 +4,21 @@ An op is named from the profile vocabulary (`sim.specs.profile.OP_ATTRIBUTES`) a
 all its attributes at a representative point (e.g. a rank's decode batch at its mean context).
 The estimator prices the op's reference work at that point (`sim.cost.op_work`, the convention
 calibration tables use, so measured points come back exactly). At a fixed shape an estimate is
-`max(FLOPs / peak x compute rate, bytes / bandwidth x memory rate) + fixed`: a table's rates are
-1 / the efficiency each resource is credited with there (`sim.cost.calibrated`), plus the
-table's own fixed part (`table_grid`: what its smallest point spends beyond its work, launch
-included); the roofline's are 1 / its compute and memory
-efficiencies, and its launch overhead is the fixed part. An extrapolated table estimate blends
-grid points limited by different resources and is not always the larger of its parts: both
-rates are then scaled so the shape's own work costs what it was priced at.
-Probing the estimator with the reference FLOPs alone (once, and twice over) and its bytes alone
-recovers the three; the step's actual work (every request's own context counted) is then priced
-with them, so the launch is paid once per call whatever the ratio of actual to reference work,
-and a roofline-priced op over segments of unlike shapes is priced at its own bound. The rates
-are memoised per shape bucket (2^(1/16) steps per numeric attribute). Ops outside the vocabulary
-are priced by the roofline fallback: GQA and linear-attention cores at the profile's attention
-efficiency (as MLA cores without a table are), the rest at its GEMM efficiency.
+taken as `max(FLOPs / peak x compute rate, bytes / bandwidth x memory rate) + fixed`. Probing the
+estimator with the reference FLOPs alone (once, and twice over) and its bytes alone recovers the
+three: for a table read as measured, 1 / the efficiency each resource is credited with there
+(`sim.cost.calibrated`) and the table's own fixed part (`table_grid`: what its smallest point
+spends beyond its work, launch included); for the roofline, 1 / its compute and memory
+efficiencies and its launch overhead. An extrapolated table estimate blends grid points
+limited by different resources: it is not always the larger of its parts, and the probes give
+only an approximate split (a derived fixed part up to 2.2x the table's), so both rates are
+scaled so that the shape's own work costs exactly its estimate. The step's actual work (every
+request's own context counted) is then priced with the three, so the launch is paid once per
+call whatever the ratio of actual to reference work, and a roofline-priced op over segments of
+unlike shapes is priced at its own bound. The rates are memoised per shape bucket (2^(1/16) steps
+per numeric attribute). Ops outside the vocabulary are priced by the roofline fallback: GQA and
+linear-attention cores at the profile's attention efficiency (as MLA cores without a table
+are), the rest at its GEMM efficiency.
 """
 
 from __future__ import annotations
