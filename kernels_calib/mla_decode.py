@@ -232,12 +232,13 @@ def _fastest(ctx: Ctx, kv_dtype: str, kernels: list[DecodeKernel]) -> DecodeKern
     return timed[0][1]
 
 
-def points(ctx: Ctx) -> list[tuple[int, int, int, str]]:
+def points(ctx: Ctx) -> list[tuple[int, int, int, int, str]]:
     p = ctx.plan
     return [
-        (s_q, b, kv, kv_dtype)
+        (heads, s_q, b, kv, kv_dtype)
         for kv_dtype in p.kv_dtypes
         if kv_dtype in TIMED_KV
+        for heads in p.decode_heads
         for s_q in p.decode_s_q
         for b in p.decode_batch
         for kv in p.decode_kv
@@ -250,7 +251,7 @@ def count(ctx: Ctx) -> int:
 
 
 def run(ctx: Ctx) -> None:
-    m, heads = ctx.mla, ctx.plan.heads
+    m = ctx.mla
     width = m.kv_lora_rank + m.qk_rope_head_dim
     scale = 1 / math.sqrt(m.qk_nope_head_dim + m.qk_rope_head_dim)
     sizes = [b * kv for b in ctx.plan.decode_batch for kv in ctx.plan.decode_kv]
@@ -266,10 +267,10 @@ def run(ctx: Ctx) -> None:
             ctx.notes.append(NO_KERNEL.format(kv=kv_dtype))
         elif kernel is None:
             ctx.notes.append(f"mla_decode {kv_dtype}: no kernel passed the check; not timed")
-        for s_q in ctx.plan.decode_s_q:
+        for heads, s_q in [(h, s) for h in ctx.plan.decode_heads for s in ctx.plan.decode_s_q]:
             rows: list[Row] = []
-            for _, b, kv, _ in [t for t in todo if t[0] == s_q and t[3] == kv_dtype]:
-                ctx.advance(f"mla_decode {kv_dtype} s_q={s_q} b={b} kv={kv}")
+            for _, _, b, kv, _ in [t for t in todo if t[:2] == (heads, s_q) and t[4] == kv_dtype]:
+                ctx.advance(f"mla_decode {kv_dtype} heads={heads} s_q={s_q} b={b} kv={kv}")
                 if kernel is None:
                     continue
                 sets = rotation_sets(b * kv * kv_bytes_per_token(m, kv_dtype), ctx.device)

@@ -19,6 +19,9 @@ class Plan:
     device: str
     quick: bool
     heads: int  # attention heads timed (tables record it; TP ranks run fewer than the model)
+    # decode is also timed at the heads of an attention-TP rank: a table measured for the
+    # model's heads prices fewer heads only by extrapolation
+    decode_heads: tuple[int, ...]
     decode_batch: tuple[int, ...]
     decode_kv: tuple[int, ...]
     decode_s_q: tuple[int, ...]
@@ -49,6 +52,7 @@ def make_plan(device: str, quick: bool, model_heads: int) -> Plan:
             device=device,
             quick=quick,
             heads=min(8, model_heads),
+            decode_heads=_tp_heads(min(8, model_heads), 4 if not quick else 1),
             decode_batch=(1, 4),
             decode_kv=(128, 512),
             decode_s_q=(1, 2) if quick else (1, 2, 4),
@@ -77,6 +81,7 @@ def make_plan(device: str, quick: bool, model_heads: int) -> Plan:
             device=device,
             quick=True,
             heads=model_heads,
+            decode_heads=(model_heads,),  # the minute does not hold a second grid
             decode_batch=(1, 32, 128),
             decode_kv=(4096, 32768),
             decode_s_q=(1, 2),
@@ -104,6 +109,7 @@ def make_plan(device: str, quick: bool, model_heads: int) -> Plan:
         device=device,
         quick=False,
         heads=model_heads,
+        decode_heads=_tp_heads(model_heads, 8),  # attention TP8, the usual TP deployment
         decode_batch=(1, 8, 32, 64, 128),
         decode_kv=(1024, 4096, 16384, 65536),
         decode_s_q=(1, 2, 4),
@@ -127,3 +133,8 @@ def make_plan(device: str, quick: bool, model_heads: int) -> Plan:
         elementwise_tokens=(1, 4, 16, 64, 256, 1024, 4096, 16384),
         elementwise_hidden=(256, 512, 1536, 4096, 7168),
     )
+
+
+def _tp_heads(heads: int, tp: int) -> tuple[int, ...]:
+    """The model's heads and, where they divide, the heads of one attention-TP rank."""
+    return (heads,) if tp <= 1 or heads % tp or heads // tp < 1 else (heads, heads // tp)

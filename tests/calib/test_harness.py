@@ -251,3 +251,28 @@ def test_fp8_kv_decode_writes_no_table_without_a_real_fp8_kernel() -> None:
     assert kv == ["bf16"]
     assert any(n.startswith("mla_decode fp8: no fp8-KV decode kernel") for n in ctx.notes)
     assert mla_decode.candidates(ctx, "fp8") == []
+
+
+def test_decode_is_also_timed_at_an_attention_tp_ranks_heads() -> None:
+    """TP8 ranks of DeepSeek-V3 run 16 heads; without a table for them, their decode is priced
+    from the 128-head one, whose points near the ridge say little about a memory-bound 16-head
+    op. The default GPU grid times both; the minute of --quick only the model's."""
+    assert make_plan("cuda", False, 128).decode_heads == (128, 16)
+    assert make_plan("cuda", True, 128).decode_heads == (128,)
+    assert make_plan("cuda", False, 64).decode_heads == (64, 8)
+    profile = calibrate(device="cpu", quick=False, ops=["mla_decode"], show_progress=False)
+    heads = {(t.key["heads"], t.key["s_q"]) for t in profile.tables if t.op == "mla_decode"}
+    plan = make_plan("cpu", False, 128)
+    assert len(plan.decode_heads) == 2
+    assert heads == {(h, s) for h in plan.decode_heads for s in plan.decode_s_q}
+    cost = CalibratedCost(profile, load_gpu("h200"))
+    shape = profile.model_shape
+    assert shape is not None
+    few = plan.decode_heads[1]
+    attrs = {"s_q": 1, "kv_dtype": "bf16", "heads": few, "batch": 4.0, "kv_len": 512.0}
+    flops, nbytes = op_work("mla_decode", attrs, mla_spec=shape.mla_spec())
+    est = cost.estimate(
+        "mla_decode", key={k: attrs[k] for k in ("s_q", "kv_dtype", "heads")},
+        point={"batch": 4.0, "kv_len": 512.0}, flops=flops, bytes_=nbytes,
+    )  # fmt: skip
+    assert not est.extrapolated  # the TP rank's own table, read as measured
