@@ -46,6 +46,8 @@ from sim.specs.profile import (
     check_op,
 )
 
+Resources = tuple[float, float]  # roofline seconds of compute and of memory (link) traffic
+
 
 @dataclass(frozen=True, kw_only=True)
 class OpEstimate:
@@ -150,7 +152,7 @@ class CalibratedCost:
         self,
         op: str,
         attrs: Mapping[str, object],
-        query: tuple[float, float],
+        query: Resources,
         dtype: str,
         bandwidth: float,
     ) -> OpEstimate:
@@ -171,22 +173,19 @@ class CalibratedCost:
             ):
                 best, look = grid, found
         assert look is not None
-        extrapolated = key_dist > 0 or look.clamp > 0 or bool(self._transfer)
         fixed = best.fixed_s
-        same_speeds = (self.gpu.peak_flops_per_s(best.table.dtype), bandwidth) == (
-            best.peak,
-            best.bandwidth,
-        )
-        if same_speeds and key_dist == 0 and not look.outside:  # the table's op, as measured
-            t_c = math.exp(look.log_t)
+        speeds = (self.gpu.peak_flops_per_s(best.table.dtype), bandwidth)
+        as_measured = key_dist == 0 and not look.outside and speeds == (best.peak, best.bandwidth)
+        if as_measured:  # the table's own op: only split by resource (the Pricer's probes)
             held = best.resource_s(look.at)
-            work = max(_carried(t_c - fixed, held, query, best.typical_eff))
+            work = max(_carried(math.exp(look.log_t) - fixed, held, query, best.typical_eff))
         else:
-            extrapolated = True
             query_at = _query_work(
                 best, attrs, query, dtype, self.gpu.peak_flops_per_s(dtype), bandwidth
             )
             work = _blend_carried(best, look, query_at)
+        # a profile from another GPU of the same speeds reads as measured but is still borrowed
+        extrapolated = not as_measured or bool(self._transfer)
         seconds = fixed + work if max(query) > 0 else 0.0
         eff = max(query) / work if work > 0 else math.inf
         table = best.table
@@ -211,9 +210,6 @@ class CalibratedCost:
             scored.append((dist, grid))
         best = min(d for d, _ in scored)
         return [g for d, g in scored if d == best], best
-
-
-Resources = tuple[float, float]  # roofline seconds of compute and of memory (link) traffic
 
 
 def _query_work(
