@@ -119,6 +119,28 @@ def test_the_fastest_checked_decode_kernel_times_the_grid(
     assert probe.endswith("the grid uses torch_bmm")
 
 
+def test_the_crossover_picks_its_absorb_kernel_at_an_extend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The decode probe does not decide the extend: the crossover times the checked kernels at
+    its largest extend and uses the fastest there (here the decode grid's choice loses)."""
+    good = mla_decode._torch_bf16()
+    slow = mla_decode.DecodeKernel(
+        impl="twice", prepare=good.prepare, run=lambda s: (good.run(s), good.run(s))[1]
+    )
+    monkeypatch.setattr(mla_decode, "candidates", lambda ctx, kv_dtype: [slow, good])
+    # the decode grid takes the first kernel that passes, the slow one
+    monkeypatch.setattr(mla_decode, "_fastest", lambda ctx, kv_dtype, kernels: kernels[0])
+    profile = calibrate(
+        device="cpu", quick=True, ops=["mla_decode", "mla_prefill"], show_progress=False
+    )
+    decode = {t.impl for t in profile.tables if t.op == "mla_decode"}
+    extend = {t.impl for t in profile.tables if t.op == "mla_extend_absorb"}
+    assert decode == {"twice"} and extend == {"bmm+torch_bmm"}
+    probe = next(n for n in profile.notes if n.startswith("extend absorb path: at new="))
+    assert "twice" in probe and probe.endswith("the crossover uses torch_bmm")
+
+
 def test_crossover_interpolates_in_log_new_tokens() -> None:
     point = crossover.crossing(4096, [64, 256], [10.0, 40.0], [20.0, 20.0])
     # log ratio goes from log(0.5) to log(2): zero halfway in log space, at 128 new tokens
