@@ -128,22 +128,14 @@ def _absorb_kernel(ctx: Ctx) -> mla_decode.DecodeKernel | None:
     if len(kernels) < 2:
         return kernels[0] if kernels else None
     x = Extend.of(_case(ctx, new, prefix + new, p.heads).to(torch.bfloat16))
-    timed: list[tuple[float, mla_decode.DecodeKernel]] = []
+    timed: list[tuple[float, str, mla_decode.DecodeKernel]] = []
     for kernel in kernels:
         ctx.current = f"extend absorb {kernel.impl} probe new={new} prefix={prefix}"
         t = ctx.time_call(absorb_path, x, kernel)  # None (noted) where the kernel cannot run it
         if t is not None:
-            timed.append((t.p50_us, kernel))
+            timed.append((t.p50_us, kernel.impl, kernel))
     del x
-    if not timed:
-        return None
-    timed.sort(key=lambda x: x[0])
-    probes = ", ".join(f"{k.impl} {us:.0f} us" for us, k in timed)
-    ctx.notes.append(
-        f"extend absorb path: at new={new} prefix={prefix}: {probes}; the crossover uses "
-        f"{timed[0][1].impl}"
-    )
-    return timed[0][1]
+    return ctx.fastest(f"extend absorb path: at new={new} prefix={prefix}", timed, "the crossover")
 
 
 def run(ctx: Ctx) -> None:

@@ -235,17 +235,10 @@ def _fastest(ctx: Ctx, kv_dtype: str, kernels: list[DecodeKernel]) -> DecodeKern
         ctx.current = f"mla_decode {kv_dtype} {kernel.impl} probe batch={b} kv={kv}"
         t = ctx.time_rotating(kernel.run, [(kernel.prepare(q, cache, m.kv_lora_rank, scale),)])
         if t is not None:
-            timed.append((t.p50_us, kernel))
+            timed.append((t.p50_us, kernel.impl, kernel))
     del q, cache
-    if not timed:
-        return kernels[0]
-    timed.sort(key=lambda x: x[0])
-    probes = ", ".join(f"{k.impl} {us:.0f} us" for us, k in timed)
-    ctx.notes.append(
-        f"mla_decode {kv_dtype}: at s_q=1 batch={b} kv={kv}: {probes}; the grid uses "
-        f"{timed[0][1].impl}"
-    )
-    return timed[0][1]
+    where = f"mla_decode {kv_dtype}: at s_q=1 batch={b} kv={kv}"
+    return ctx.fastest(where, timed, "the grid") or kernels[0]
 
 
 def points(ctx: Ctx) -> list[tuple[int, int, int, int, str]]:

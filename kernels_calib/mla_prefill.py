@@ -128,22 +128,16 @@ def fastest(
     ctx: Ctx, what: str, candidates: list[Candidate], probe: tuple[int, int]
 ) -> tuple[Core | None, str]:
     """The fastest candidate at `probe` (new tokens, prefix) among those passing the check."""
-    timed: list[tuple[float, str, Core]] = []
+    timed: list[tuple[float, str, tuple[Core, str]]] = []
     for impl, checked, core in candidates:
         if not _check(ctx, checked, f"{what} {impl}"):
             continue
         ctx.current = f"{what} {impl} probe seq={probe[0]} prefix={probe[1]}"
         _, t = _time(ctx, core, *probe)
         if t is not None:
-            timed.append((t.p50_us, impl, core))
-    if not timed:
-        return None, "none"
-    timed.sort(key=lambda x: x[0])
-    probes = ", ".join(f"{impl} {us:.0f} us" for us, impl, _ in timed)
-    ctx.notes.append(
-        f"{what}: at seq={probe[0]} prefix={probe[1]}: {probes}; the grid uses {timed[0][1]}"
-    )
-    return timed[0][2], timed[0][1]
+            timed.append((t.p50_us, impl, (core, impl)))
+    best = ctx.fastest(f"{what}: at seq={probe[0]} prefix={probe[1]}", timed, "the grid")
+    return best if best is not None else (None, "none")
 
 
 def _time(ctx: Ctx, attend: Core, seq: int, prefix: int) -> Row:
