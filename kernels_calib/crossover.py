@@ -70,26 +70,25 @@ def _case(ctx: Ctx, new: int, kv: int, heads: int) -> correctness.MlaCase:
     )
 
 
-def _checked(ctx: Ctx, kernel: mla_decode.DecodeKernel | None) -> bool:
-    """The extend absorb path with `kernel`, or (None) the expand path, against its reference."""
+def _checked(
+    ctx: Ctx, kernels: list[mla_decode.DecodeKernel]
+) -> tuple[bool, list[mla_decode.DecodeKernel]]:
+    """Whether the expand path, and which absorb kernels, match the float32 references on one
+    small extend (each result noted)."""
     case = _case(ctx, 24, 160, min(ctx.plan.heads, 16))
     x = Extend.of(case.to(torch.bfloat16))
     bound = correctness.REL_ERROR_BOUND["bf16"]
-    if kernel is None:
-        out, want, what = (
-            expand_path(x),
-            correctness.absorb(case),
-            "expand path [kv_b matmul + torch_sdpa]",
-        )
-    else:
-        out, want, what = (
-            absorb_path(x, kernel),
-            correctness.expand(case),
-            f"absorb path [{kernel.impl}]",
-        )
-    result = correctness.compare(out.float(), want, bound, f"extend {what}")
-    ctx.notes.append(result.message)
-    return result.ok
+
+    def ok(out: torch.Tensor, want: torch.Tensor, what: str) -> bool:
+        result = correctness.compare(out.float(), want, bound, f"extend {what}")
+        ctx.notes.append(result.message)
+        return result.ok
+
+    expand_ok = ok(
+        expand_path(x), correctness.absorb(case), "expand path [kv_b matmul + torch_sdpa]"
+    )
+    want = correctness.expand(case)
+    return expand_ok, [k for k in kernels if ok(absorb_path(x, k), want, f"absorb path [{k.impl}]")]
 
 
 def crossing(
@@ -117,14 +116,14 @@ def count(ctx: Ctx) -> int:
     return 2 * len(ctx.plan.crossover_prefix) * len(ctx.plan.crossover_new)
 
 
-def _absorb_kernel(ctx: Ctx) -> mla_decode.DecodeKernel | None:
-    """The fastest latent kernel at the largest extend, of those that pass the decode check and
-    the extend check, as an engine picks its extend kernel for extends. The decode grid's choice
-    does not decide it: decode kernels are built for a few query tokens per request, an extend
-    has hundreds."""
+def _absorb_kernel(
+    ctx: Ctx, kernels: list[mla_decode.DecodeKernel]
+) -> mla_decode.DecodeKernel | None:
+    """The fastest of the checked latent `kernels` at the largest extend, as an engine picks its
+    extend kernel for extends. The decode grid's choice does not decide it: decode kernels are
+    built for a few query tokens per request, an extend has hundreds."""
     p = ctx.plan
     new, prefix = max(p.crossover_new), max(p.crossover_prefix)
-    kernels = [k for k in mla_decode.passing(ctx, "bf16") if _checked(ctx, k)]
     if len(kernels) < 2:
         return kernels[0] if kernels else None
     x = Extend.of(_case(ctx, new, prefix + new, p.heads).to(torch.bfloat16))
@@ -140,7 +139,8 @@ def _absorb_kernel(ctx: Ctx) -> mla_decode.DecodeKernel | None:
 
 def run(ctx: Ctx) -> None:
     p, heads = ctx.plan, ctx.plan.heads
-    kernel = _absorb_kernel(ctx) if _checked(ctx, None) else None
+    expand_ok, kernels = _checked(ctx, mla_decode.passing(ctx, "bf16"))
+    kernel = _absorb_kernel(ctx, kernels) if expand_ok else None
     # the expand side attends with the fastest checked prefill kernel, as an engine would
     probe = (max(p.crossover_new), max(p.crossover_prefix))
     candidates = mla_prefill.one_shot_candidates(ctx)

@@ -169,8 +169,8 @@ def candidates(ctx: Ctx, kv_dtype: str) -> list[DecodeKernel]:
 
 
 def checked_kernel(ctx: Ctx, kv_dtype: str) -> DecodeKernel | None:
-    """The fastest, at a probe point, of the candidates whose absorb output matches the expand
-    reference (picked once per run: the crossover reuses it)."""
+    """The fastest, at the grid's middle point, of the candidates whose absorb output matches the
+    expand reference (picked once per run; the crossover picks its own from `passing`)."""
     key = f"mla_decode {kv_dtype}"
     if key not in ctx.chosen:
         ctx.chosen[key] = _fastest(ctx, kv_dtype, passing(ctx, kv_dtype))

@@ -137,4 +137,4 @@ def make_plan(device: str, quick: bool, model_heads: int) -> Plan:
 
 def _tp_heads(heads: int, tp: int) -> tuple[int, ...]:
     """The model's heads and, where they divide, the heads of one attention-TP rank."""
-    return (heads,) if tp <= 1 or heads % tp or heads // tp < 1 else (heads, heads // tp)
+    return (heads,) if tp <= 1 or heads % tp else (heads, heads // tp)

@@ -253,9 +253,8 @@ def _blend_carried(
     resource. A point also costs at least what any point at or below it, from which the table
     rises, costs when carried to the query op at its own coordinates: a smaller op, so a floor.
     Where the limiting resource changes between two points the efficiency credited to the
-    other one may jump (`h200-measured`'s 128-head Triton decode at batch 64 is memory-bound at
-    1K context, at 14.5% of bandwidth, and compute-bound at 4K, where memory would get the
-    typical 72%; a 16-head query, memory-bound at both, would cost less at 4K than at 1K). The
+    other one may jump, and without the floor a query limited by that other resource could cost
+    less at the larger point (`docs/cost-model.md` gives a measured case). The
     points are then blended as inside the grid (log of fixed part plus work), so the table's own
     op moves across a grid edge without a step. Scaling the table's latency by one roofline
     ratio instead lets a larger op cost less where the table's efficiency rises along an axis
