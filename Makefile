@@ -19,7 +19,7 @@ $(CORE): pyproject.toml | $(BIN)/python
 $(DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[app,calib,dev,dist]'
+	$(BIN)/python -m pip install -q -e '.[app,calib,dev,dist,validate]'
 	touch $@ $(CORE)
 
 run: $(CORE)

@@ -21,6 +21,8 @@ DType = Literal["bf16", "fp8"]
 WeightDType = Literal["bf16", "fp8", "fp4"]
 RouterName = Literal["round_robin", "least_tokens", "least_kv", "least_requests"]
 MlaPolicyName = Literal["sglang", "vllm", "flops_optimal"]
+EngineName = Literal["sglang", "vllm", "trtllm"]
+ENGINE_NAMES: tuple[str, ...] = get_args(EngineName)
 ROUTER_NAMES: tuple[str, ...] = get_args(RouterName)
 MLA_POLICY_NAMES: tuple[str, ...] = get_args(MlaPolicyName)
 PoolRole = Literal["prefill", "decode"]
@@ -36,6 +38,12 @@ class Deployment(Spec):
     nodes: int = Field(default=1, ge=1, description="Nodes in one unit.")
     gpus_per_node: int = Field(default=8, ge=1, description="GPUs per node.")
     replicas: int = Field(default=1, ge=1, description="Identical units behind one router.")
+    engine: EngineName | None = Field(
+        default=None,
+        description="Serving engine this unit runs: 'sglang', 'vllm' or 'trtllm' (its "
+        "production-kernel profile, scheduling defaults and overheads where the simulator has "
+        "them). Omitted: the generic engine, priced by the scenario's profile.",
+    )
     role: Literal["colocated", "prefill", "decode"] = Field(
         default="colocated",
         description="'colocated': prefill and decode on the same GPUs; 'prefill': requests end "
