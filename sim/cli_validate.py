@@ -1,0 +1,94 @@
+"""`mlasim validate`: simulate measured deployments and report how far the predictions are.
+
+Resumable: results go to `<out>/results.jsonl` row by row; the same command on the same `--out`
+skips the rows already there. Progress goes to stderr, a line every few rows when stderr is not
+a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sim.cli_physics import usage_error
+from sim.search.backends import BACKENDS, BackendError, make_backend
+from sim.validate.rows import RowsError
+
+PUBLISHED = "published"
+
+
+def _progress(every: int):  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+
+    def tick(done: int, total: int, rid: str) -> None:
+        if done % every == 0 or done == total or sys.stderr.isatty():
+            el = time.perf_counter() - start
+            print(f"validate: {done}/{total} rows, {el:.0f} s ({rid})", file=sys.stderr)
+
+    return tick
+
+
+def validate(
+    dataset: Annotated[
+        str,
+        typer.Option(help="'aic' (aiconfigurator-core's measured rows), 'published', or a CSV."),
+    ] = "aic",
+    model: Annotated[str | None, typer.Option(help="Keep model paths containing this.")] = None,
+    gpu: Annotated[str | None, typer.Option(help="Keep these GPUs: 'h200', 'h100,h200'.")] = None,
+    engine: Annotated[str | None, typer.Option(help="sglang, trtllm or vllm.")] = None,
+    mode: Annotated[str | None, typer.Option(help="agg or disagg.")] = None,
+    ids: Annotated[Path | None, typer.Option(help="Keep the row ids listed in this file.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Keep the first N rows.")] = None,
+    jobs: Annotated[int | None, typer.Option(help="Worker processes (process backend).")] = None,
+    backend: Annotated[str, typer.Option(help=f"One of {', '.join(BACKENDS)}.")] = "process",
+    out: Annotated[Path, typer.Option(help="Folder for results.jsonl and the report.")] = Path(
+        "validation-out"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    every: Annotated[int, typer.Option(min=1, help="Progress line every N rows.")] = 10,
+) -> None:
+    """Simulate measured deployments (coverage, MAPE per group, ranking agreement, worst rows)."""
+    from sim.validate.report import write_report
+    from sim.validate.select import Filters, dataset_path, ids_file, validate
+
+    if dataset == PUBLISHED:
+        raise usage_error(
+            "--dataset published: run `python tools/validation_table.py` (the published "
+            "deployments' table in docs/validation.md)"
+        )
+    if engine is not None and engine not in ("sglang", "trtllm", "vllm"):
+        raise usage_error(f"--engine {engine}: use sglang, trtllm or vllm")
+    if mode is not None and mode not in ("agg", "disagg"):
+        raise usage_error(f"--mode {mode}: use agg or disagg")
+    f = Filters(model, gpu, engine, mode, ids_file(ids) if ids else None, limit)
+    try:
+        be = make_backend(backend, jobs=jobs)
+    except BackendError as exc:
+        raise usage_error(f"--backend {backend}: {exc}") from None
+    try:
+        with be:
+            s = validate(dataset_path(dataset), f, out, be, _progress(every))
+    except RowsError as exc:
+        raise usage_error(str(exc)) from None
+    paths = write_report(out, s, f"Validation against {dataset}")
+    if as_json:
+        print(json.dumps({k: v for k, v in s.items() if k != "records"}, indent=1))
+        return
+    h = s["headline"]
+    print(
+        f"{s['simulated']} of {s['rows']} rows simulated; TTFT MAPE {h['ttft_mape']}, TPOT MAPE "
+        f"{h['tpot_mape']}, ranking by TPOT {h['rank_tpot']}, by tok/s {h['rank_tok_s']}"
+    )
+    for reason, n in s["coverage"].items():
+        print(f"  {n:5d} {reason}")
+    print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `validate` to the `mlasim` app."""
+    app.command(name="validate")(validate)
