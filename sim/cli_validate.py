@@ -51,16 +51,18 @@ def validate(
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     every: Annotated[int, typer.Option(min=1, help="Progress line every N rows.")] = 10,
+    docs: Annotated[
+        Path | None,
+        typer.Option(help="Also rewrite this Markdown file's generated baseline block."),
+    ] = None,
 ) -> None:
     """Simulate measured deployments (coverage, MAPE per group, ranking agreement, worst rows)."""
     from sim.validate.report import write_report
     from sim.validate.select import Filters, dataset_path, ids_file, validate
 
     if dataset == PUBLISHED:
-        raise usage_error(
-            "--dataset published: run `python tools/validation_table.py` (the published "
-            "deployments' table in docs/validation.md)"
-        )
+        _published(out)
+        return
     if engine is not None and engine not in ("sglang", "trtllm", "vllm"):
         raise usage_error(f"--engine {engine}: use sglang, trtllm or vllm")
     if mode is not None and mode not in ("agg", "disagg"):
@@ -76,6 +78,11 @@ def validate(
     except RowsError as exc:
         raise usage_error(str(exc)) from None
     paths = write_report(out, s, f"Validation against {dataset}")
+    if docs is not None:
+        from sim.validate.report import docs_section, update_docs
+
+        command = "mlasim validate " + " ".join(sys.argv[2:])
+        paths.append(update_docs(docs, docs_section(s, command)))
     if as_json:
         print(json.dumps({k: v for k, v in s.items() if k != "records"}, indent=1))
         return
@@ -87,6 +94,24 @@ def validate(
     for reason, n in s["coverage"].items():
         print(f"  {n:5d} {reason}")
     print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _published(out: Path) -> None:
+    """The published deployments' table (docs/validation.md), from its generator in a source
+    checkout's tools/validation_table.py, printed and written to `<out>/published.md`."""
+    import importlib.util
+
+    from sim.io.journal import write_atomic
+
+    script = Path(__file__).resolve().parent.parent / "tools" / "validation_table.py"
+    spec = importlib.util.spec_from_file_location("validation_table", script)
+    if not script.is_file() or spec is None or spec.loader is None:
+        raise usage_error(f"--dataset published needs a source checkout: {script} not found")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text: str = mod.table()
+    print(text)
+    print(f"wrote {write_atomic(out / 'published.md', text)}")
 
 
 def register(app: typer.Typer) -> None:
