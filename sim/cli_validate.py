@@ -18,11 +18,13 @@ import typer
 from sim.cli_physics import usage_error
 from sim.search.backends import BACKENDS, BackendError, make_backend
 from sim.validate.rows import RowsError
+from sim.validate.runner import ProgressFn
 
 PUBLISHED = "published"
 
 
-def _progress(every: int):  # type: ignore[no-untyped-def]
+def _progress(every: int) -> ProgressFn:
+    """A line to stderr every `every` rows (every row on a terminal), with the time so far."""
     start = time.perf_counter()
 
     def tick(done: int, total: int, rid: str) -> None:
@@ -77,7 +79,10 @@ def validate(
             s = validate(dataset_path(dataset), f, out, be, _progress(every))
     except RowsError as exc:
         raise usage_error(str(exc)) from None
-    paths = write_report(out, s, f"Validation against {dataset}")
+    try:
+        paths = write_report(out, s, f"Validation against {dataset}")
+    except ValueError as exc:  # plotly missing: the results are in the journal already
+        raise usage_error(str(exc)) from None
     if docs is not None:
         from sim.validate.report import docs_section, update_docs
 
