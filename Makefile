@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CORE := $(VENV)/.core-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: run test lint bench app calibrate clean
+.PHONY: run test lint bench app calibrate validate clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,11 @@ lint: $(DEV)
 test: lint
 	$(BIN)/python -m pytest
 	$(BIN)/mlasim check scenarios/
+
+# every Hopper DeepSeek row of aiconfigurator-core's measured sample (docs/validation.md);
+# resumable: run it again on the same folder to finish a killed run
+validate: $(DEV)
+	$(BIN)/mlasim validate --dataset aic --model deepseek --gpu h100,h200 --jobs 2 --out validation-out --docs docs/validation.md
 
 bench: $(CORE)
 	$(BIN)/python bench/bench_engine.py

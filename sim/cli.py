@@ -18,6 +18,7 @@ from sim.cli_catalog import register as register_catalog
 from sim.cli_check import register as register_check
 from sim.cli_run import register as register_run
 from sim.cli_search import register as register_search
+from sim.cli_validate import register as register_validate
 
 
 def _flags_without_placeholder(params: Any) -> Any:
@@ -106,6 +107,7 @@ def run_app(port: int = typer.Option(8501, help="Local port.")) -> None:
 register_run(app)
 register_check(app)
 register_search(app)
+register_validate(app)
 
 
 for _command in app.registered_commands:

@@ -1,0 +1,124 @@
+"""Run mapped rows on a backend, resumably: one journal record per finished row.
+
+Each finished row is appended (flushed, fsynced) to `results.jsonl` in the output folder as it
+comes back, keyed by its row id, so a run killed by SIGINT or SIGKILL loses at most the rows in
+flight; started again on the same folder it skips the rows the journal holds. A row the
+simulator refuses on its inputs (a deployment whose weights do not fit its GPUs, ...) is recorded
+with status "error" and its message, never dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sim.io.journal import Journal
+from sim.search.backends import Backend, RunError
+from sim.validate.mapping import Mapped
+from sim.validate.rows import closed_loop_tok_s
+
+JOURNAL_NAME = "results.jsonl"
+ProgressFn = Callable[[int, int, str], None]  # (rows done, rows to run, last row id)
+
+
+def _pools(results: dict[str, Any]) -> list[dict[str, Any]]:
+    dep = results["deployments"][0]
+    return [
+        {
+            "name": p["name"],
+            "step_time_s": p["step_time_s"],
+            "step_breakdown_s": p["step_breakdown_s"],
+            "step_sources": p["step_sources"],
+            "extrapolated_ops": p["extrapolated_ops"],
+        }
+        for p in dep["pools"]
+    ]
+
+
+def record_of(m: Mapped, results: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    """The journal record of one simulated row: its identity, measured and predicted figures
+    (TTFT and TPOT means, output tok/s per GPU from them as the closed loop gives it), the
+    profile, the per-pool step breakdown with sources, and the wall time."""
+    r = m.row
+    dep = results["deployments"][0]
+    ttft, tpot = dep["ttft_s"]["mean"], dep["tpot_s"]["mean"]
+    rec: dict[str, Any] = {**_identity(m), "status": "ok", "wall_s": round(wall_s, 3)}
+    if ttft is None or tpot is None:
+        return {**rec, "status": "error", "error": "no request finished in the run"}
+    ttft_ms, tpot_ms = ttft * 1000.0, tpot * 1000.0
+    rec.update(
+        pred_ttft_ms=ttft_ms,
+        pred_tpot_ms=tpot_ms,
+        pred_tok_s_per_gpu=closed_loop_tok_s(r.concurrency, r.osl, ttft_ms, tpot_ms) / m.gpus,
+        sim_output_tok_s_per_gpu=dep["output_tok_s_per_gpu"],
+        pools=_pools(results),
+    )
+    return rec
+
+
+def _identity(m: Mapped) -> dict[str, Any]:
+    r = m.row
+    return {
+        "id": r.id,
+        "model": m.scenario.model,
+        "gpu": m.scenario.gpu,
+        "engine": r.backend,
+        "backend_version": r.backend_version,
+        "mode": r.mode,
+        "precision": r.precision,
+        "isl": r.isl,
+        "osl": r.osl,
+        "concurrency": r.concurrency,
+        "gpus": m.gpus,
+        "layout": m.layout,
+        "profile": m.profile,
+        "meas_ttft_ms": r.ttft_ms,
+        "meas_tpot_ms": r.tpot_ms,
+        "meas_tok_s_per_gpu": r.measured_tok_s / m.gpus,
+    }
+
+
+def error_record(m: Mapped, message: str, wall_s: float) -> dict[str, Any]:
+    return {**_identity(m), "status": "error", "error": message, "wall_s": round(wall_s, 3)}
+
+
+def run_rows(
+    mapped: Sequence[Mapped],
+    out_dir: str | Path,
+    backend: Backend,
+    progress: ProgressFn | None = None,
+) -> Journal:
+    """Simulate every mapped row not yet in `out_dir`'s journal; return the journal.
+
+    `wall_s` of a row is the time since the previous row finished: the row's own wall time on
+    the serial backend, about its time divided by the workers on a pool."""
+    journal = Journal(Path(out_dir) / JOURNAL_NAME)
+    todo = [m for m in mapped if m.row.id not in journal]
+    done = 0
+
+    def finished(rec: dict[str, Any]) -> None:
+        nonlocal done
+        journal.append(rec)
+        done += 1
+        if progress is not None:
+            progress(done, len(todo), rec["id"])
+
+    last = time.perf_counter()
+    try:
+        for i, res in backend.run([m.scenario for m in todo]):
+            now = time.perf_counter()
+            finished(record_of(todo[i], res, now - last))
+            last = now
+    except RunError:  # which row failed is not known: run the rest one at a time
+        for m in todo:
+            if m.row.id in journal:
+                continue
+            start = time.perf_counter()
+            try:
+                [(_, res)] = list(backend.run([m.scenario]))
+                finished(record_of(m, res, time.perf_counter() - start))
+            except RunError as exc:
+                finished(error_record(m, str(exc), time.perf_counter() - start))
+    return journal
