@@ -48,10 +48,11 @@ def test_the_top_candidate_rerun_alone_meets_the_slo(plan_and_journal: tuple[Any
     best, req = plan.best, plan.request
     dep = deployment_of(best)
     if isinstance(dep, PdDeployment):
-        whole: Any = dep.model_copy(update={
-            p: getattr(dep, p).model_copy(update={"replicas": getattr(dep, p).replicas * best["replicas"]})
-            for p in ("prefill", "decode")
-        })  # fmt: skip
+        k = best["replicas"]
+        pools = {p: getattr(dep, p) for p in ("prefill", "decode")}
+        whole: Any = dep.model_copy(
+            update={p: d.model_copy(update={"replicas": d.replicas * k}) for p, d in pools.items()}
+        )
     else:
         whole = dep.model_copy(update={"replicas": best["replicas"]})
     life = req.lifetime_s
