@@ -37,3 +37,17 @@ def test_buttons_uploads_and_downloads_are_never_kept() -> None:
              "dep0.attn_tp": 8, "wi_fig_sweep": {"selection": {}}, "plan_go": False,
              "other": 1}  # fmt: skip
     assert sorted(kept_keys(state)) == ["dep0.attn_tp", "slo_ttft"]
+
+
+def test_each_op_keeps_its_own_colour_across_figures() -> None:
+    from app.charts import KNOWN_OPS, op_colour, step_breakdown
+
+    assert len({op_colour(op) for op in KNOWN_OPS}) == len(KNOWN_OPS)
+    three = {n: {"attn_decode": 0.01, "moe_routed": 0.02, "ep_dispatch": 0.003} for n in "abc"}
+    one = {"x": {"moe_routed": 0.02, "attn_decode": 0.01}}
+    colours = [
+        {t.name.split()[0]: t.marker.color for t in step_breakdown(b, {}).data}
+        for b in (three, one)
+    ]
+    assert colours[0]["moe_routed"] == colours[1]["moe_routed"] == op_colour("moe_routed")
+    assert colours[0]["attn_decode"] == colours[1]["attn_decode"]
