@@ -131,4 +131,4 @@ def _show(plan: Any) -> None:
             for engine, cmds in r["launch"].items():
                 st.caption(engine)
                 for c in cmds:
-                    st.code(c, language="bash")
+                    st.code(c, language="bash", wrap_lines=True)  # long flags stay visible
