@@ -32,7 +32,9 @@ def _refuse_mla_without_latent(cfg: dict[str, Any], name: str) -> None:
 
 
 # quantization_config.quant_method -> the weights' dtype; no quantization_config means the
-# checkpoint's own BF16 weights
+# checkpoint's own BF16 weights. A deployment has one GEMM weight dtype, so a config that
+# quantises only some modules (Kimi K3: mxfp4 'modules: experts') is priced at that dtype
+# throughout, its largest share of the weights
 QUANT_METHODS = {"fp8": "fp8", "mxfp4": "fp4", "nvfp4": "fp4", "modelopt_fp4": "fp4"}
 
 
