@@ -75,7 +75,8 @@ def sglang_command(model: str, d: Deployment, gpu: GpuSpec, pd_role: str | None 
             c.flag("--enable-dp-lm-head")
     if d.ep > 1:
         c.flag("--ep-size", d.ep)
-        c.flag("--moe-a2a-backend", "deepep")
+        if d.moe_tp == 1:  # DeepEP's all-to-all: experts whole on each GPU
+            c.flag("--moe-a2a-backend", "deepep")
     if d.eplb_redundant_experts:
         c.flag("--enable-eplb")
         c.flag("--ep-num-redundant-experts", d.eplb_redundant_experts)
