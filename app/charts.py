@@ -23,6 +23,55 @@ MEMORY_COLOURS = {
 }
 
 
+# one colour per op, the same on every page and figure: the ops the cost model names, in a
+# fixed order, each its own colour of a 26-colour palette; an op not listed takes one by a
+# stable hash of its name (Python's hash() changes between processes)
+OP_PALETTE = (
+    "#3283FE",
+    "#F6222E",
+    "#1C8356",
+    "#FEAF16",
+    "#782AB6",
+    "#16FF32",
+    "#85660D",
+    "#FE00FA",
+    "#2ED9FF",
+    "#C4451C",
+    "#565656",
+    "#90AD1C",
+    "#B00068",
+    "#1CFFCE",
+    "#325A9B",
+    "#F8A19F",
+    "#AA0DFE",
+    "#FBE426",
+    "#1CBE4F",
+    "#DEA0FD",
+    "#B10DA1",
+    "#C075A6",
+    "#FC1CBF",
+    "#F7E1A0",
+    "#E2E2E2",
+    "#FA0087",
+)  # Plotly's qualitative "Alphabet" palette, reordered so neighbours differ
+KNOWN_OPS = (
+    "attn_proj", "attn_decode", "attn_prefill", "mla_bmm", "dsa_indexer", "kv_store",
+    "tp_allreduce", "dp_gather", "dense_mlp", "moe_gate", "moe_shared", "moe_routed",
+    "moe_elementwise", "ep_dispatch", "ep_combine", "elementwise", "lm_head", "mtp_draft",
+    "mtp_draft_moe", "mtp_draft_comm", "mtp_prefill", "mtp_prefill_moe", "mtp_prefill_comm",
+    "kda",
+)  # fmt: skip
+
+
+def op_colour(op: str) -> str:
+    if op in KNOWN_OPS:
+        return OP_PALETTE[KNOWN_OPS.index(op)]
+    import hashlib
+
+    digest = hashlib.sha1(op.encode()).digest()
+    return OP_PALETTE[int.from_bytes(digest[:4], "big") % len(OP_PALETTE)]
+
+
 def marker_line(
     fig: go.Figure, x: float, text: str, *, logx: bool, dash: str = "dot", y: float = 0.98
 ) -> None:
@@ -46,6 +95,8 @@ def _layout(
         legend={"orientation": "h", "y": -0.2},
         height=380,
     )
+    fig.update_xaxes(automargin=True)  # long tick labels grow the margin, never cut
+    fig.update_yaxes(automargin=True)
     if logx:
         fig.update_xaxes(type="log", dtick=1)  # decades only: no 2, 5 minor labels
     if logy:
@@ -227,6 +278,7 @@ def step_breakdown(
             x=names,
             y=[breakdown[n].get(op, 0.0) * 1e3 for n in names],
             name=f"{op} [{sources.get(op, '?')}]",
+            marker={"color": op_colour(op)},
         )
     if any(OVERLAP in b for b in breakdown.values()):
         y = [breakdown[n].get(OVERLAP, 0.0) * 1e3 for n in names]
@@ -241,7 +293,13 @@ def step_breakdown(
                 mode="markers", marker={"symbol": "line-ew-open", "size": 40, "color": "black"},
             )  # fmt: skip
     fig.update_layout(barmode="stack")  # stacked in order: a negative part draws downwards
-    return _layout(fig, "Mean step time by op [time source]", "", "ms per step")
+    _layout(fig, "Mean step time by op [time source]", "", "ms per step")
+    # many ops with their sources: the legend goes beside the bars, a column per op, so three or
+    # more deployments keep their bars wide and no entry is cut
+    fig.update_layout(legend={"orientation": "v", "x": 1.02, "y": 1.0}, height=460,
+                      margin={"l": 50, "r": 20, "t": 50, "b": 80})  # fmt: skip
+    fig.update_xaxes(automargin=True, tickangle=0)
+    return fig
 
 
 def bar(

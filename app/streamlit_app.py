@@ -19,10 +19,13 @@ if str(ROOT) not in sys.path:  # `streamlit run` puts app/ on the path, not the 
 def main() -> None:
     import streamlit as st
 
-    from app.pages_ import calibration, physics, scenarios, whatif
+    from app.pages_ import calibration, physics, plan, scenarios, whatif
+    from app.state import keep_inputs
 
+    keep_inputs(st.session_state)  # inputs of pages not shown this run survive the switch
     pages = {
         "What-if": whatif.render,
+        "Plan": plan.render,
         "Physics": physics.render,
         "Calibration": calibration.render,
         "Scenarios": scenarios.render,

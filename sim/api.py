@@ -43,6 +43,13 @@ from sim.metrics import (
     throughput_vs,
 )
 from sim.metrics.notes import run_notes
+
+# the planner: layout search, Pareto frontier, cost and launch commands
+from sim.plan.planner import Plan, make_plan, pareto
+from sim.plan.report import PNG_NOTE, pareto_figure
+from sim.plan.report import columns as plan_columns
+from sim.plan.report import top_rows as plan_top_rows
+from sim.plan.spec import PlanRequest, PlanSpace
 from sim.run import load_profile_for, run_scenario, simulate_scenario, summarize_scenario
 
 # sweeps and capacity search
@@ -54,6 +61,7 @@ from sim.search.load import DEFAULT_FACTORS, Curves, load_of, load_points, run_l
 __all__ = [
     "DEFAULT_FACTORS",
     "OPEN_LOOP",
+    "PNG_NOTE",
     "BatchShape",
     "CapacityError",
     "CapacityReport",
@@ -66,6 +74,9 @@ __all__ = [
     "MemoryPlan",
     "PdPoolsResult",
     "Percentiles",
+    "Plan",
+    "PlanRequest",
+    "PlanSpace",
     "PoolResults",
     "ProbeError",
     "ProbeFn",
@@ -90,12 +101,17 @@ __all__ = [
     "load_profile",
     "load_profile_for",
     "load_scenario",
+    "make_plan",
     "mla",
     "model_decode_intensity",
     "model_names",
+    "pareto",
+    "pareto_figure",
     "parse_profile",
     "parse_scenario",
+    "plan_columns",
     "plan_memory",
+    "plan_top_rows",
     "policy_names",
     "profile_names",
     "request_latencies",

@@ -16,6 +16,7 @@ from typer.core import TyperCommand, TyperGroup
 from sim import cli_memory, cli_physics
 from sim.cli_catalog import register as register_catalog
 from sim.cli_check import register as register_check
+from sim.cli_plan import register as register_plan
 from sim.cli_run import register as register_run
 from sim.cli_search import register as register_search
 from sim.cli_validate import register as register_validate
@@ -108,6 +109,7 @@ register_run(app)
 register_check(app)
 register_search(app)
 register_validate(app)
+register_plan(app)
 
 
 for _command in app.registered_commands:

@@ -42,6 +42,8 @@ LABELS = {
     "hbm_usable_gb": "usable GB (10^9 B)",
     "hbm_tb_s": "HBM TB/s",
     "ridge_flop_per_byte": "ridge FLOP/B",
+    "nvlink_gb_s": "NVLink GB/s/dir",
+    "nic_gb_s": "NIC GB/s",
     "crossover_new_tokens_by_prefix": "crossover (prefix: new tokens)",
 }
 
@@ -102,6 +104,9 @@ def gpus(as_json: JsonFlag = False) -> None:
                 "hbm_usable_gb": round(g.hbm_bytes / GB, 2),
                 "hbm_tb_s": g.hbm_tb_s,
                 "ridge_flop_per_byte": round(g.ridge_flop_per_byte, 1),
+                # the links EP all-to-all (NVLink inside a node, NIC across) and PD KV use
+                "nvlink_gb_s": g.nvlink_gb_s,
+                "nic_gb_s": g.nic_gb_s,
             }
         )
     caption = (

@@ -162,7 +162,10 @@ def memory(
         typer.Option("--moe-ep", help="Expert-parallel size (default: --gpus / --moe-tp)."),
     ] = None,
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="bf16 or fp8.")] = "bf16",
-    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="bf16, fp8 or fp4.")] = "fp8",
+    weight_dtype: Annotated[
+        str | None,
+        typer.Option("--weight-dtype", help="bf16, fp8 or fp4 (default: the checkpoint's)."),
+    ] = None,
     mtp: Annotated[int, typer.Option(help="MTP draft tokens (adds the MTP layer's KV).")] = 0,
     dense_ffn: Annotated[str, _spec_option("dense_ffn", "--dense-ffn")] = "tp",
     lm_head: Annotated[str, _spec_option("lm_head", "--lm-head")] = "rank",
@@ -179,6 +182,7 @@ def memory(
 ) -> None:
     """Per-GPU weights, KV bytes per token, duplication factor and KV capacity."""
     spec, g = model_arg(model), gpu_arg(gpu)
+    weight_dtype = weight_dtype or spec.weight_dtype  # a BF16 checkpoint is priced as BF16
     _check_counts(gpus, gpus_per_node, moe_tp, moe_ep)
     fields = dict(
         attn_tp=attn_tp, moe_tp=moe_tp, moe_ep=moe_ep, kv_dtype=kv_dtype,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,20 @@ from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results, throughput_vs
 from sim.specs.scenario import Scenario
 
+
+def _plain_progress() -> Any:
+    """A progress callback writing `run: <deployment> 30%` to stderr at each new tenth."""
+    seen: dict[str, int] = {}
+
+    def tick(name: str, fraction: float) -> None:
+        tenth = int(fraction * 10 + 1e-9)
+        if tenth > seen.get(name, -1):
+            seen[name] = tenth
+            print(f"run: {name} {tenth * 10}%", file=sys.stderr, flush=True)
+
+    return tick
+
+
 ROWS: list[tuple[str, Any]] = [
     ("GPUs (nodes)", lambda r: f"{r.gpus} ({r.nodes:g})"),
     ("KV dup factor", lambda r: num(r.kv_dup_factor)),
@@ -34,6 +49,7 @@ ROWS: list[tuple[str, Any]] = [
     ("DP-rank imbalance", lambda r: num(r.dp_imbalance)),
     ("output tok/s / GPU", lambda r: with_ci(r.output_tok_s_per_gpu, r.output_tok_s_per_gpu_ci95)),
     ("input tok/s / GPU", lambda r: num(r.input_tok_s_per_gpu)),
+    ("output tok/s / node", lambda r: num(r.output_tok_s_per_node)),
     ("output tok/s (total)", lambda r: num(r.output_tok_s)),
     ("TTFT ms p50/p90/p99", lambda r: pct(r.ttft_s)),
     ("TPOT ms p50/p90/p99", lambda r: pct(r.tpot_s)),
@@ -170,11 +186,14 @@ def run(
         console.print(f"[red]{escape(f'{scenario}: --set: {exc}{hint}')}[/red]", highlight=False)
         raise typer.Exit(2) from None
     try:
-        with Progress(console=console, transient=True) as bar:
-            tasks = {d.name: bar.add_task(d.name, total=1.0) for d in sc.deployments}
-            outputs = simulate_scenario(
-                sc, progress=lambda name, f: bar.update(tasks[name], completed=f)
-            )
+        if console.is_terminal:
+            with Progress(console=console, transient=True) as bar:
+                tasks = {d.name: bar.add_task(d.name, total=1.0) for d in sc.deployments}
+                outputs = simulate_scenario(
+                    sc, progress=lambda name, f: bar.update(tasks[name], completed=f)
+                )
+        else:  # a pipe or a log: plain lines on stderr, one per tenth of each deployment's run
+            outputs = simulate_scenario(sc, progress=_plain_progress())
     except ValueError as exc:
         console.print(f"[red]{escape(f'{scenario}: {exc}')}[/red]", highlight=False)
         raise typer.Exit(2) from None

@@ -9,6 +9,7 @@ rate, `app.capacity_view`) are separate buttons.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import streamlit as st
@@ -24,7 +25,7 @@ from app import (
     runner,
     sweep,
 )
-from sim.api import Curves, load_gpu, load_model, profile_names
+from sim.api import Curves, load_gpu, load_model, parse_scenario, profile_names
 from sim.specs.scenario import Scenario
 from sim.specs.workload import ClosedWorkload
 
@@ -63,13 +64,59 @@ DEFAULT_WORKLOAD_NOTE = (
 KEPT_SWEEPS = 8  # load sweeps kept per session; the oldest goes first
 
 
+# widget keys of the What-if form: cleared when a scenario YAML is loaded, so they start again
+# from the loaded values
+FORM_PREFIXES = ("wl_", "slo_", "run_", "dep", "wi_model", "wi_gpu", "wi_profile", "wi_count")
+
+
+def _base() -> dict[str, Any]:
+    """The form's starting values: a loaded scenario's, else DEFAULT."""
+    loaded: dict[str, Any] | None = st.session_state.get("wi_loaded")
+    return loaded or DEFAULT
+
+
+def _load_yaml() -> None:
+    """A scenario YAML dropped here becomes the form's starting values (deployments beyond four
+    are left out, and said so)."""
+    upload = st.file_uploader("load a scenario YAML", type=["yaml", "yml"], key="wi_yaml_file")
+    if upload is None:
+        return
+    digest = hashlib.sha256(upload.getvalue()).hexdigest()
+    if st.session_state.get("wi_yaml_digest") == digest:
+        return
+    try:
+        sc = parse_scenario(upload.getvalue().decode(), upload.name)
+    except (ValueError, UnicodeDecodeError) as exc:
+        components.show_error(exc, f"{upload.name} is not a usable scenario:")
+        return
+    if sc.workload.kind == "trace":
+        st.error(f"{upload.name}: trace workloads are not in the What-if form; use `mlasim run`")
+        return
+    data = sc.model_dump(mode="json")
+    deps = data["deployments"][:4]
+    if len(data["deployments"]) > 4:
+        st.warning(f"{upload.name}: only the first four of its deployments are shown")
+    if len(deps) == 1:
+        deps.append({**deps[0], "name": f"{deps[0]['name']}_b"})
+    for k in [k for k in st.session_state if isinstance(k, str) and k.startswith(FORM_PREFIXES)]:
+        del st.session_state[k]
+    st.session_state["wi_loaded"] = {
+        "name": data["name"], "model": data["model"], "gpu": data["gpu"],
+        "profile": data.get("profile"), "deployments": deps, "workload": data["workload"],
+        "slo": data["slo"], "run": data["run"],
+    }  # fmt: skip
+    st.session_state["wi_yaml_digest"] = digest
+    st.rerun()
+
+
 def _setup() -> dict[str, Any] | None:
     """Model, GPU and profile pickers; None until a usable model is chosen."""
+    base = _base()
     c1, c2, c3 = st.columns(3)
     with c1:
-        picked = components.model_picker("wi_model")
+        picked = components.model_picker("wi_model", default=base.get("model", "deepseek-v3"))
     with c2:
-        gpu = components.gpu_picker("wi_gpu")
+        gpu = components.gpu_picker("wi_gpu", default=base.get("gpu", "h200"))
     with c3:
         names = [n for n in profile_names() if n != f"{gpu.name}-roofline"]
         profile = st.selectbox(
@@ -88,9 +135,10 @@ def _setup() -> dict[str, Any] | None:
 
 
 def _traffic() -> dict[str, Any]:
+    base = _base()
     with st.expander("Traffic, SLO and run length", expanded=True):
-        workload = inputs.workload_form(DEFAULT["workload"])
-        return {"workload": workload, **inputs.slo_and_run_form(DEFAULT["slo"], DEFAULT["run"])}
+        workload = inputs.workload_form(base["workload"])
+        return {"workload": workload, **inputs.slo_and_run_form(base["slo"], base["run"])}
 
 
 def _run_and_show(scenario: Scenario) -> None:
@@ -145,19 +193,22 @@ def _show_sweep(curves: Curves, field: str) -> None:
 def render() -> None:
     st.title("What-if")
     runner.pool()  # start the worker processes while the user is still choosing
+    _load_yaml()
     setup = _setup()
     if setup is None:
         return
     traffic = _traffic()
     st.subheader("Deployments")
-    count = int(st.number_input("deployments to compare", 2, 4, 2, key="wi_count"))
-    deployments = inputs.deployment_cards(DEFAULT["deployments"], count)
+    base = _base()
+    count = int(st.number_input("deployments to compare", 2, 4, len(base["deployments"]),
+                                key="wi_count"))  # fmt: skip
+    deployments = inputs.deployment_cards(base["deployments"], count)
     valid = [d for d in deployments if d is not None]
     if len(valid) < len(deployments):
         st.warning("Fix the deployment inputs above to run.")
         return
     raw = {
-        "name": DEFAULT["name"],
+        "name": base["name"],
         **setup,
         **traffic,
         "deployments": [d.model_dump(mode="json") for d in valid],

@@ -47,6 +47,13 @@ def _resolve(name_or_path: str | Path, folder: str, suffix: str, known: list[str
     path = Path(name_or_path)
     if path.suffix and path.exists():
         return path
+    if folder == "models" and path.is_dir():  # a HuggingFace model folder: its config.json
+        if (path / "config.json").is_file():
+            return path / "config.json"
+        raise CatalogError(
+            f"{path} is a folder without a config.json: give a model folder "
+            "downloaded from HuggingFace, or the path of its config.json"
+        )
     candidate = CATALOG_DIR / folder / f"{name_or_path}{suffix}"
     if candidate.exists():
         return candidate

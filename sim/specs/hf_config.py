@@ -31,6 +31,28 @@ def _refuse_mla_without_latent(cfg: dict[str, Any], name: str) -> None:
         )
 
 
+# quantization_config.quant_method -> the weights' dtype; no quantization_config means the
+# checkpoint's own BF16 weights. A deployment has one GEMM weight dtype, so a config that
+# quantises only some modules (Kimi K3: mxfp4 'modules: experts') is priced at that dtype
+# throughout, its largest share of the weights
+QUANT_METHODS = {"fp8": "fp8", "mxfp4": "fp4", "nvfp4": "fp4", "modelopt_fp4": "fp4"}
+
+
+def checkpoint_weight_dtype(cfg: dict[str, Any], name: str) -> str:
+    """'bf16' without a `quantization_config`, else the dtype its `quant_method` names."""
+    quant = cfg.get("quantization_config")
+    if not quant:
+        return "bf16"
+    method = str(quant.get("quant_method", "")) if isinstance(quant, dict) else ""
+    if method not in QUANT_METHODS:
+        raise ValueError(
+            f"config.json of {name!r}: quantization_config.quant_method {method!r} is not one "
+            f"the simulator prices; known: {', '.join(QUANT_METHODS)} (or remove "
+            "quantization_config for BF16 weights)"
+        )
+    return QUANT_METHODS[method]
+
+
 def model_from_hf_config(cfg: dict[str, Any], name: str) -> ModelSpec:
     """Build a `ModelSpec` from a parsed HuggingFace config.json.
 
@@ -100,4 +122,5 @@ def model_from_hf_config(cfg: dict[str, Any], name: str) -> ModelSpec:
         dsa=dsa,
         linear_attention=linear,
         max_position_tokens=int(cfg.get("max_position_embeddings", 163840)),
+        weight_dtype=checkpoint_weight_dtype(cfg, name),
     )

@@ -91,6 +91,11 @@ class ModelSpec(Spec):
         default=None, description="Linear-attention layers of a hybrid model, if any."
     )
     max_position_tokens: int = Field(default=163840, ge=1, description="Longest context.")
+    weight_dtype: Literal["bf16", "fp8", "fp4"] = Field(
+        default="bf16",
+        description="Dtype of the checkpoint's GEMM weights (its quantization_config; none: "
+        "BF16). A deployment that does not set weight_dtype serves these.",
+    )
 
     @model_validator(mode="after")
     def _attention_matches(self) -> ModelSpec:

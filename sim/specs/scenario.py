@@ -119,6 +119,21 @@ def check_deployment(model: ModelSpec, d: Deployment, where: str = "") -> None:
         raise ValueError(f"{at}dsa='on' but {model.name} has no DSA indexer; use 'auto' or 'off'")
 
 
+def _with_weights(dep: Any, native: str) -> Any:
+    """`dep` (data or a spec) with `weight_dtype` set to `native` where it was not given."""
+    if isinstance(dep, dict):
+        if "prefill" in dep or "decode" in dep:
+            return {k: _with_weights(v, native) if k in ("prefill", "decode") else v
+                    for k, v in dep.items()}  # fmt: skip
+        return dep if "weight_dtype" in dep else {**dep, "weight_dtype": native}
+    if isinstance(dep, PdDeployment):
+        pools = {k: _with_weights(getattr(dep, k), native) for k in ("prefill", "decode")}
+        return dep.model_copy(update=pools)
+    if isinstance(dep, Deployment) and "weight_dtype" not in dep.model_fields_set:
+        return dep.model_copy(update={"weight_dtype": native})
+    return dep
+
+
 class Scenario(Spec):
     """Everything one run needs; `run_scenario(scenario)` turns it into `Results`."""
 
@@ -152,6 +167,22 @@ class Scenario(Spec):
     golden: dict[str, Any] | None = Field(
         default=None, description="Golden-summary tolerances (read by `mlasim check`)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checkpoint_weights(cls, data: Any) -> Any:
+        """A deployment (or PD pool) that leaves `weight_dtype` out serves the checkpoint's own
+        weights (`ModelSpec.weight_dtype`: BF16 without a quantization_config). A model that
+        cannot be loaded is left to `_catalog_lookup`, which names the problem."""
+        if not isinstance(data, dict) or not isinstance(data.get("deployments"), list):
+            return data
+        from sim.catalog import load_model  # see _catalog_lookup
+
+        try:
+            native = load_model(str(data.get("model"))).weight_dtype
+        except ValueError:
+            return data
+        return {**data, "deployments": [_with_weights(d, native) for d in data["deployments"]]}
 
     @model_validator(mode="after")
     def _names_and_model(self) -> Scenario:

@@ -192,3 +192,38 @@ def test_physics_page_renders_charts(app_url: str, browser: object, tmp_path: Pa
     assert any(NUMBER.search(v) for v in values)
     _screenshot(page, "physics.png", tmp_path)
     page.close()
+
+
+def test_plan_page_draws_the_pareto_chart_and_a_launch_command(
+    app_url: str, browser: object, tmp_path: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})  # type: ignore[attr-defined]
+    page.goto(f"{app_url}/?page=plan", timeout=60_000)
+    page.get_by_text("Press Plan to search").wait_for(timeout=60_000)
+    page.get_by_role("button", name="Plan", exact=True).click()
+    page.get_by_text("Launch commands").wait_for(timeout=RUN_TIMEOUT_MS)
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    chart.wait_for(timeout=30_000)
+    legend = page.locator(".js-plotly-plot .legendtext").all_text_contents()
+    assert "Pareto frontier" in legend, legend
+    code = page.locator('[data-testid="stCode"]').first.inner_text()
+    assert code.startswith("python -m sglang.launch_server") or "sglang.launch_server" in code
+    assert "--tp-size" in code
+    _screenshot(page, "plan-page.png", tmp_path)
+    page.close()
+
+
+def test_whatif_inputs_survive_a_page_switch(app_url: str, browser: object) -> None:
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})  # type: ignore[attr-defined]
+    page.goto(app_url, timeout=60_000)
+    page.get_by_text("Press Run to simulate").wait_for(timeout=60_000)
+    _set_number(page, "attn tp", 4)
+    expect(page.get_by_label("attn tp", exact=True).nth(0)).to_have_value("4")
+    page.get_by_text("Physics", exact=True).click()
+    page.get_by_text("DSA: sparse attention and its indexer").wait_for(timeout=60_000)
+    page.get_by_text("What-if", exact=True).first.click()
+    page.get_by_text("Press Run to simulate").wait_for(timeout=60_000)
+    expect(page.get_by_label("attn tp", exact=True).nth(0)).to_have_value("4")
+    page.close()

@@ -173,7 +173,9 @@ def test_memory_options_set_the_deployment_fields(options: list[str], fields: di
 def test_memory_defaults_are_the_deployment_defaults() -> None:
     params = inspect.signature(cli_memory.memory).parameters
     renamed = {"mtp": "mtp_draft_tokens"}
-    for name in ("moe_tp", "moe_ep", "kv_dtype", "weight_dtype", "mtp", "dense_ffn", "lm_head",
+    # weight_dtype: None, the checkpoint's own, as a scenario deployment that leaves it out
+    assert params["weight_dtype"].default is None
+    for name in ("moe_tp", "moe_ep", "kv_dtype", "mtp", "dense_ffn", "lm_head",
                  "eplb_redundant_experts", "dsa", "mem_fraction", "activation_reserve_gb",
                  "gpus_per_node"):  # fmt: skip
         field = renamed.get(name, name)
