@@ -279,7 +279,7 @@ def _blend_carried(
     for flat, weight in look.corners:
         corner = {**grid.node(flat), **look.outside}
         work = carried(flat, corner)
-        for low, below in grid.below[flat]:
+        for low, below in grid.below(flat):
             node = grid.node(low)
             work = max(work, carried(low, {**corner, **{a: node[a] for a in below}}))
         log_t += weight * math.log(fixed + work) if fixed + work > 0 else -math.inf
