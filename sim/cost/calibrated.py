@@ -95,6 +95,10 @@ class CalibratedCost:
         }
         self._choice: dict[tuple[object, ...], tuple[list[Grid], float]] = {}
 
+    def has_table(self, op: str) -> bool:
+        """Whether the profile holds a table for `op` (else the roofline prices it)."""
+        return op in self._grids
+
     def estimate(
         self,
         op: str,
