@@ -274,9 +274,11 @@ def _blend_carried(
             held = grid.resource_s(grid.node(flat))
             need = query_at(coords)
             # a point that spends only the fixed part says nothing of its work's speed: the
-            # roofline bounds it
+            # query pays the roofline time of the work beyond the point's own (none for a
+            # smaller op, so it costs no more than the point)
             done = work > 0 and max(held) > 0
-            memo[key] = max(_carried(work, held, need, grid.typical_eff) if done else need)
+            beyond = max(max(n - h, 0.0) for n, h in zip(need, held, strict=True))
+            memo[key] = max(_carried(work, held, need, grid.typical_eff)) if done else beyond
         return memo[key]
 
     log_t = 0.0
