@@ -1,6 +1,7 @@
 """Build the bundled 'published' and 'roofline' profiles from published kernel benchmarks.
 
     python -m kernels_calib.published --out sim/catalog/profiles [--csv-dir DIR]
+    python -m kernels_calib.published aic ...   (production-kernel profiles: published_aic)
 
 DIR holds the InferSim kernel CSVs (default `../shared/reference/kernels` beside the repo).
 Writes `h800-published`, `h20-published` and `<gpu>-roofline` for every catalog GPU.
@@ -9,6 +10,7 @@ Writes `h800-published`, `h20-published` and `<gpu>-roofline` for every catalog 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -120,10 +122,15 @@ def build_roofline(gpu: str, csv_dir: Path) -> Profile:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["aic"]:
+        from kernels_calib import published_aic  # needs pandas, as only the converter does
+
+        return published_aic.main(args_in[1:])
     parser = argparse.ArgumentParser(prog="python -m kernels_calib.published", description=__doc__)
     parser.add_argument("--out", type=Path, default=REPO / "sim" / "catalog" / "profiles")
     parser.add_argument("--csv-dir", type=Path, default=DEFAULT_CSV_DIR)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_in)
     if not (args.csv_dir / "mla").is_dir():
         parser.error(f"{args.csv_dir} does not hold the kernel CSVs (mla/, gemm/, ...)")
     args.out.mkdir(parents=True, exist_ok=True)

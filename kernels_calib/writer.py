@@ -25,9 +25,18 @@ def model_shape(model_name: str) -> ModelShape:
     )
 
 
-def write_profile(profile: Profile, path: Path) -> Path:
-    """Write `profile` to `path` (parents created); raises ValueError if it does not round-trip."""
-    text = profile.model_dump_json(indent=1, exclude_none=True) + "\n"
+# what a compact file leaves out: each point's achieved rates, recomputed when it is read
+_RATES = {"tables": {"__all__": {"points": {"__all__": {"achieved_tflop_s", "achieved_gb_s"}}}}}
+
+
+def write_profile(profile: Profile, path: Path, *, compact: bool = False) -> Path:
+    """Write `profile` to `path` (parents created); raises ValueError if it does not round-trip.
+
+    `compact`: no indentation and no achieved rates (large converted tables stay small)."""
+    if compact:
+        text = profile.model_dump_json(exclude_none=True, exclude=_RATES) + "\n"  # type: ignore[arg-type]
+    else:
+        text = profile.model_dump_json(indent=1, exclude_none=True) + "\n"
     if parse_profile(json.loads(text), str(path)) != profile:
         raise ValueError(f"profile {profile.name!r} does not read back identically")
     path.parent.mkdir(parents=True, exist_ok=True)

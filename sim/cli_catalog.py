@@ -15,6 +15,7 @@ from rich.table import Table
 from sim.catalog import gpu_names, load_gpu, load_model, model_names
 from sim.cli_physics import JsonFlag, output_console
 from sim.specs.gpu import GB, GIB, MIB
+from sim.specs.profile import Profile
 
 
 def _cell(v: Any) -> str:
@@ -117,8 +118,46 @@ def gpus(as_json: JsonFlag = False) -> None:
     _show("GPUs", rows, as_json, caption)
 
 
+# op families `mlasim profiles` reports on (each the vocabulary's ops of that kind)
+OP_FAMILIES = {
+    "gemm": ("gemm",),
+    "mla_bmm": ("bmm",),
+    "mla_decode": ("mla_decode",),
+    "mla_prefill": ("mla_prefill", "mla_prefill_chunked", "mla_extend_absorb", "mla_extend_expand"),
+    "dsa": ("dsa_indexer_decode", "dsa_indexer_prefill", "dsa_attn_decode", "dsa_attn_prefill"),
+    "moe": ("moe", "moe_up", "moe_down"),  # the fused `moe` table or both grouped GEMMs
+    "collectives": ("all_reduce", "all_gather", "all_to_all"),
+    "ep_comm": ("ep_dispatch", "ep_combine"),
+    "elementwise": ("elementwise",),
+}
+
+
+def _stack(p: Profile) -> str:
+    """What kind of kernels a profile's tables time."""
+    if p.engine:
+        return f"{p.engine} {p.engine_version} production kernels"
+    if p.kind == "measured":
+        return "torch + Triton stack timed by kernels_calib (not production kernels)"
+    if p.kind == "published":
+        return "published kernel benchmarks"
+    return "datasheet roofline with published efficiencies"
+
+
+def _families(p: Profile) -> dict[str, list[str]]:
+    """Op families by where their times come from: the profile's kind where every op of the
+    family has a table, 'partial' where some do, 'roofline' where none does."""
+    tabled = {t.op for t in p.tables}
+    out: dict[str, list[str]] = {p.kind: [], "partial": [], "roofline": []}
+    for family, ops in OP_FAMILIES.items():
+        have = sum(op in tabled for op in ops)
+        whole = have == len(ops) or (family == "moe" and ("moe" in tabled or have == 2))
+        out[p.kind if whole else "partial" if have else "roofline"].append(family)
+    return {k: v for k, v in out.items() if v}
+
+
 def profiles(as_json: JsonFlag = False) -> None:
-    """The bundled calibration profiles: provenance, device, tables and measured crossover."""
+    """The bundled calibration profiles: engine and version, what their kernels are, which op
+    families are measured, published or roofline, tables and measured crossover."""
     from sim.catalog.profiles import load_profile, profile_names
 
     rows = []
@@ -130,14 +169,21 @@ def profiles(as_json: JsonFlag = False) -> None:
             else c.status
             for c in p.crossover
         }
+        families = _families(p)
         rows.append(
             {
                 "name": name,
                 "kind": p.kind,
                 "gpu": p.device.gpu,
+                "engine": p.engine or "-",
+                "version": p.engine_version or "-",
+                "stack": _stack(p),
+                **{
+                    k: ", ".join(families.get(k, [])) or "-"
+                    for k in ("measured", "published", "partial", "roofline")
+                },
                 "tables": len(p.tables),
                 "points": sum(len(t.points) for t in p.tables),
-                "ops": len({t.op for t in p.tables}),
                 "crossover_new_tokens_by_prefix": crossover,
             }
         )

@@ -50,6 +50,17 @@ def load_profile_for(scenario: Scenario) -> Profile | None:
     return None if name is None else load_profile(name)
 
 
+def _engine_profile(scenario: Scenario, pool: Deployment) -> Profile | None:
+    """A pool's own profile: its engine's production-kernel profile when the scenario names no
+    profile and one is bundled for this GPU (None: the scenario's profile prices it)."""
+    from sim.catalog.profiles import load_profile, scenario_profile_name
+
+    if scenario.profile is not None or pool.engine is None:
+        return None
+    name = scenario_profile_name(None, load_gpu(scenario.gpu).name, pool.engine)
+    return load_profile(name) if name and name.endswith(pool.engine) else None
+
+
 def check_context(scenario: Scenario, trace: Batch | None) -> None:
     """ValueError when the workload's longest request (prompt + answer, where the lengths are
     bounded; else its shortest) exceeds the model's context, which a serving engine would
@@ -115,7 +126,8 @@ def build_costs(
     out = []
     for label, pool in _pools(dep):
         try:
-            out.append((pool, cost_factory(model, gpu, pool, profile)))
+            own = _engine_profile(scenario, pool) or profile
+            out.append((pool, cost_factory(model, gpu, pool, own)))
         except ValueError as exc:
             raise _named(label, pool, exc) from exc
     return out

@@ -22,17 +22,22 @@ from sim.specs.profile import SUPPORTED_SCHEMA_VERSIONS, Profile, unsupported_ve
 DATASHEET = "datasheet"  # a scenario's `profile:` for the bare datasheet roofline
 
 
-def scenario_profile_name(profile: str | None, gpu_name: str) -> str | None:
+def scenario_profile_name(
+    profile: str | None, gpu_name: str, engine: str | None = None
+) -> str | None:
     """The profile a scenario's (or probe's) `profile:` selects; None means the bare datasheet.
 
-    Omitted: the GPU's bundled `<gpu>-roofline` (efficiencies and launch cost derived from
-    published kernel benchmarks), or the datasheet for a GPU without one; `datasheet`: the bare
-    datasheet roofline (efficiency 1, no launch cost: ideal physics); anything else: that
-    profile's name or path.
+    Omitted: the production-kernel profile `<gpu>-<engine>` of the deployment's `engine` where
+    one is bundled; else the GPU's bundled `<gpu>-roofline` (efficiencies and launch cost
+    derived from published kernel benchmarks), or the datasheet for a GPU without one;
+    `datasheet`: the bare datasheet roofline (efficiency 1, no launch cost: ideal physics);
+    anything else: that profile's name or path.
     """
     if profile == DATASHEET:
         return None
     if profile is None:
+        if engine is not None and f"{gpu_name}-{engine}" in profile_names():
+            return f"{gpu_name}-{engine}"
         name = f"{gpu_name}-roofline"
         return name if name in profile_names() else None
     return profile

@@ -95,6 +95,10 @@ class CalibratedCost:
         }
         self._choice: dict[tuple[object, ...], tuple[list[Grid], float]] = {}
 
+    def has_table(self, op: str) -> bool:
+        """Whether the profile holds a table for `op` (else the roofline prices it)."""
+        return op in self._grids
+
     def estimate(
         self,
         op: str,
@@ -270,16 +274,18 @@ def _blend_carried(
             held = grid.resource_s(grid.node(flat))
             need = query_at(coords)
             # a point that spends only the fixed part says nothing of its work's speed: the
-            # roofline bounds it
+            # query pays the roofline time of the work beyond the point's own (none for a
+            # smaller op, so it costs no more than the point)
             done = work > 0 and max(held) > 0
-            memo[key] = max(_carried(work, held, need, grid.typical_eff) if done else need)
+            beyond = max(max(n - h, 0.0) for n, h in zip(need, held, strict=True))
+            memo[key] = max(_carried(work, held, need, grid.typical_eff)) if done else beyond
         return memo[key]
 
     log_t = 0.0
     for flat, weight in look.corners:
         corner = {**grid.node(flat), **look.outside}
         work = carried(flat, corner)
-        for low, below in grid.below[flat]:
+        for low, below in grid.below(flat):
             node = grid.node(low)
             work = max(work, carried(low, {**corner, **{a: node[a] for a in below}}))
         log_t += weight * math.log(fixed + work) if fixed + work > 0 else -math.inf

@@ -12,6 +12,9 @@ P = causal pairs from `sim.cost.mla.causal_pairs`):
 - mla_extend_absorb / mla_extend_expand: whole paths (`sim.cost.mla.absorb_flops/expand_flops`),
   projections included; bytes add the projection weights.
 - gemm / bmm / moe_*: 2mkn; operands in the compute dtype (FP8: 1 byte), outputs BF16.
+- moe (a fused layer on one EP GPU): the balanced share of its token-expert pairs, tokens x
+  topk / moe_ep, through gate+up and down over intermediate / moe_tp, and every local
+  expert's weights read once; the load skew the table was measured at is in its latency only.
 - dsa_attn_*: the kernel visits all `topk` index slots per query token (the published FlashMLA
   sparse latencies are flat below kv_len = topk).
 - dsa_indexer_*: FP8 keys plus an fp32 scale per cached token; decode scores each of its
@@ -86,6 +89,11 @@ def op_work(
         tokens = experts * f("tokens_per_expert")
         k, n = (hidden, 2 * inter) if op == "moe_up" else (inter, hidden)
         return 2 * tokens * k * n, e * (experts * k * n + tokens * k) + BF16 * tokens * n
+    if op == "moe":
+        pairs = f("tokens") * f("topk") / f("moe_ep")
+        inter, hidden = f("intermediate") / f("moe_tp"), f("hidden")
+        weights = f("experts") / f("moe_ep") * 3 * hidden * inter
+        return 6 * pairs * hidden * inter, e * (weights + pairs * hidden) + BF16 * pairs * hidden
     if op == "elementwise":
         return 0.0, 2 * BF16 * f("tokens") * f("width")
     if op in ("ep_dispatch", "ep_combine"):

@@ -102,6 +102,10 @@ class Pricer:
     attention_fallback: OpEstimator | None = None  # FALLBACK_ATTENTION_OPS (default: fallback)
     _memo: dict[tuple[object, ...], _Rate] = field(default_factory=dict)
 
+    def has_table(self, op: str) -> bool:
+        """Whether the estimator holds a measured or published table for `op`."""
+        return bool(getattr(self.estimator, "has_table", lambda _: False)(op))
+
     def op(self, op: str, attrs: Attrs, flops: float, bytes_: float, dtype: str = "bf16") -> OpTime:
         """Seconds of `op` doing `flops`/`bytes_`, at the efficiency its shape `attrs` has."""
         compute_s = flops / self.gpu.peak_flops_per_s(dtype)

@@ -64,6 +64,9 @@ def routed_gemms(
     the SiLU-and-mul), BF16 with BF16 weights."""
     if unit_tokens <= 0:
         return ZERO
+    fused = compute_dtype(d.weight_dtype) == d.weight_dtype  # FP4 weights: no fused table
+    if fused and pr.has_table("moe") and d.eplb_redundant_experts == 0:
+        return fused_moe(pr, model, d, unit_tokens)
     moe = model.moe
     busiest = busiest_tokens(model, d, unit_tokens)
     local = math.ceil((moe.n_routed_experts + d.eplb_redundant_experts) / d.ep)
@@ -84,3 +87,24 @@ def routed_gemms(
         bytes_ += touched * weights * weight_excess_bytes(d.weight_dtype)
         times.append(pr.op(op, attrs, flops, bytes_, dtype))
     return combine(*times)
+
+
+def fused_moe(pr: Pricer, model: ModelSpec, d: Deployment, unit_tokens: float) -> OpTime:
+    """One MoE layer's routed experts from a fused-MoE table (`moe` op): the unit's tokens
+    routed top-k over the experts split EP x TP, timed on the busiest GPU at the table's
+    expert-load power law nearest the deployment's Zipf exponent, so the skew's cost is the
+    measured one (tables are without EPLB replicas; with them the grouped-GEMM path runs)."""
+    moe = model.moe
+    attrs = {
+        "tokens": unit_tokens,
+        "hidden": model.hidden_size,
+        "intermediate": moe.moe_intermediate_size,
+        "topk": moe.experts_per_token,
+        "experts": moe.n_routed_experts,
+        "moe_tp": d.moe_tp,
+        "moe_ep": d.ep,
+        "power_law_alpha": d.expert_zipf_exponent,
+    }
+    dtype = compute_dtype(d.weight_dtype)
+    flops, bytes_ = op_work("moe", attrs, dtype=dtype)
+    return pr.op("moe", attrs, flops, bytes_, dtype)

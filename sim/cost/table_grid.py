@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from itertools import product
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from sim.cost.op_work import op_work
 from sim.specs.gpu import GpuSpec
@@ -39,9 +40,18 @@ class Grid:
     # the profile's compute and memory (comm ops: link) efficiencies for this op: what a
     # resource that does not limit the table's points is assumed to reach at least
     typical_eff: tuple[float, float] = (1.0, 1.0)
-    # per grid point: the points at or below it on every axis from which the table rises to it
-    # (no point between them is faster), each with the axes along which it lies below
-    below: tuple[tuple[tuple[int, tuple[str, ...]], ...], ...] = ()
+    # memo of `below`: filled on first use per point (large tables build fast); it only ever
+    # holds what `_below_of` computes from the table
+    _below: dict[int, tuple[tuple[int, tuple[str, ...]], ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def below(self, flat: int) -> tuple[tuple[int, tuple[str, ...]], ...]:
+        """The points at or below point `flat` on every axis from which the table rises to it
+        (no point between them is faster), each with the axes along which it lies below."""
+        if flat not in self._below:
+            self._below[flat] = _below_of(self, flat)
+        return self._below[flat]
 
     def work(self, coords: Mapping[str, float]) -> tuple[float, float]:
         """FLOPs and bytes of the table's op at `coords` (its key and dtype, op_work)."""
@@ -113,35 +123,23 @@ def build_grid(
             factors.compute_efficiency(table.op).value,
             factors.memory_bandwidth_efficiency.value,
         )
-    return replace(grid, fixed_s=_fixed_s(grid, factors), typical_eff=typical, below=_below(grid))
+    return replace(grid, fixed_s=_fixed_s(grid, factors), typical_eff=typical)
 
 
-def _below(grid: Grid) -> tuple[tuple[tuple[int, tuple[str, ...]], ...], ...]:
-    """`Grid.below` for every grid point."""
-    sizes = [len(grid.table.axes[a]) for a in grid.axis_names]
-    index = [
-        tuple((flat // stride) % n for stride, n in zip(grid.strides, sizes, strict=True))
-        for flat in range(math.prod(sizes))
-    ]
-
-    def flat_of(idx: tuple[int, ...]) -> int:
-        return sum(i * stride for i, stride in zip(idx, grid.strides, strict=True))
-
-    def rises(low: tuple[int, ...], high: tuple[int, ...]) -> bool:
-        t_low = grid.log_latency[flat_of(low)]
-        box = product(*(range(i, j + 1) for i, j in zip(low, high, strict=True)))
-        return all(grid.log_latency[flat_of(b)] >= t_low for b in box)
-
+def _below_of(grid: Grid, flat: int) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """`Grid.below(flat)`: a lower point qualifies when the minimum latency over the box from it
+    to `flat` is its own (a suffix minimum along every axis, numpy)."""
+    names = grid.axis_names
+    sizes = tuple(len(grid.table.axes[a]) for a in names)
+    high = np.unravel_index(flat, sizes)
+    box = np.asarray(grid.log_latency).reshape(sizes)[tuple(slice(0, int(h) + 1) for h in high)]
+    low_min = box
+    for axis in range(box.ndim):
+        low_min = np.flip(np.minimum.accumulate(np.flip(low_min, axis), axis), axis)
+    strides = np.asarray(grid.strides)
     return tuple(
-        tuple(
-            (
-                flat_of(low),
-                tuple(a for a, i, j in zip(grid.axis_names, low, high, strict=True) if i < j),
-            )
-            for low in product(*(range(j + 1) for j in high))
-            if rises(low, high)
-        )
-        for high in index
+        (int(idx @ strides), tuple(a for a, i, h in zip(names, idx, high, strict=True) if i < h))
+        for idx in np.argwhere(low_min >= box)
     )
 
 

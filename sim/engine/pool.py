@@ -70,6 +70,10 @@ class Pool:
         self.prefill_budget = d.chunked_prefill_tokens
         self.decode_reserve = d.decode_reserve_ratio
         self.mixed_chunk = d.mixed_chunk
+        # TensorRT-LLM: one max_num_tokens budget holds a step's context and generation tokens
+        # (nvidia.github.io/TensorRT-LLM, performance tuning guide: "Tuning Max Batch Size and
+        # Max Num Tokens"; its scheduler fits generation requests first, then context chunks)
+        self.shared_token_budget = d.engine == "trtllm"
         # (log index of the step, gaps) of tokens that came after sitting steps out: ITL
         self.late_gaps: list[tuple[int, FloatArray]] = []
         self.log = StepLog(self.ranks_per_unit)

@@ -7,7 +7,8 @@
 2. prefill: requests mid-prefill continue, then queued requests are admitted (FIFO) while the
    rank has a free slot (max running requests), the request's KV fits in free pages, and prefill
    tokens remain in the step's chunked-prefill budget (the last one admitted may get a partial
-   chunk);
+   chunk); under TensorRT-LLM the budget is max_num_tokens less the rank's decode tokens (its
+   scheduler fits generation first, then context chunks, in one token budget);
 3. the unit's batch: one `BatchShape` over all its ranks (idle ranks have no segments).
 
 `apply_step` (in `sim.engine.step`) changes state after the step's time has passed.
@@ -185,10 +186,14 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
     pre_pos, chunks = _NONE, _NONE
     first = rs.n
     if ranks or rs.n_prefill:
+        prefill = [pool.prefill_budget] * R
+        if pool.shared_token_budget and rs.n:
+            decoding = np.bincount(rs.rank[rs.is_decode], minlength=R) * (1 + pool.draft_tokens)
+            prefill = np.maximum(pool.prefill_budget - decoding, 0).tolist()
         budget = RankBudget(
             free_pages=free_pages.tolist(),
             free_slots=free_slots.tolist(),
-            prefill_tokens=[pool.prefill_budget] * R,
+            prefill_tokens=prefill,
         )
         if rs.n_prefill:
             pre_pos, chunks = _continue_prefill(pool, rs, budget)

@@ -113,7 +113,11 @@ class Deployment(Spec):
         description="Zipf exponent of expert popularity (0 = even); unitless.",
     )
     chunked_prefill_tokens: int = Field(
-        default=8192, ge=64, description="Prefill token budget per rank per step."
+        default=8192,
+        ge=64,
+        description="Prefill token budget per rank per step. With engine 'trtllm' it is "
+        "TensorRT-LLM's max_num_tokens (default 8192), shared by the step's generation and "
+        "context tokens.",
     )
     mixed_chunk: bool = Field(
         default=True,

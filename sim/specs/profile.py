@@ -22,8 +22,10 @@ from pydantic import Field, field_validator, model_validator
 from sim.specs.base import Spec
 from sim.specs.model import MlaSpec
 
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
+# 2: the fused `moe` op, a table's `kernel_source`, a profile's `engine` and `provenance`.
+# A version-1 file is a version-2 file without them, so both are read.
+SCHEMA_VERSION = 2
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2)
 
 MLA_DECODE = "mla_decode"  # absorbed MLA attention core (latent space), s_q tokens per request
 MLA_PREFILL = "mla_prefill"  # expanded causal attention core, q/k 192, v 128, after a prefix
@@ -34,6 +36,7 @@ GEMM = "gemm"  # dense projection GEMM [m, k] x [k, n]
 BMM = "bmm"  # per-head batched GEMM (W_UK / W_UV absorbed into the query / output)
 MOE_UP = "moe_up"  # grouped expert GEMM, gate+up
 MOE_DOWN = "moe_down"  # grouped expert GEMM, down
+MOE = "moe"  # one fused MoE layer's routed experts on the busiest EP GPU (no communication)
 DSA_INDEXER_DECODE = "dsa_indexer_decode"  # DSA indexer scoring + top-k, decode
 DSA_INDEXER_PREFILL = "dsa_indexer_prefill"  # DSA indexer scoring + top-k, prefill
 DSA_ATTN_DECODE = "dsa_attn_decode"  # sparse absorbed attention over the top-k tokens, decode
@@ -56,6 +59,19 @@ OP_ATTRIBUTES = MappingProxyType(
         BMM: ("m", "k", "n", "batch"),
         MOE_UP: ("tokens_per_expert", "num_local_experts", "hidden", "intermediate", "layout"),
         MOE_DOWN: ("tokens_per_expert", "num_local_experts", "hidden", "intermediate", "layout"),
+        # tokens: the EP group's tokens entering the layer; experts: routed experts of the
+        # model; intermediate: the model's (moe_tp splits it); power_law_alpha: exponent of the
+        # expert-load power law the tokens were routed by (0: balanced)
+        MOE: (
+            "tokens",
+            "hidden",
+            "intermediate",
+            "topk",
+            "experts",
+            "moe_tp",
+            "moe_ep",
+            "power_law_alpha",
+        ),
         DSA_INDEXER_DECODE: ("batch", "s_kv", "next_n", "index_heads", "index_dim"),
         DSA_INDEXER_PREFILL: ("s_q", "s_kv", "index_heads", "index_dim"),
         DSA_ATTN_DECODE: ("batch", "kv_len", "s_q", "kv_dtype", "topk", "heads"),
@@ -170,6 +186,11 @@ class OpTable(Spec):
     source: str = Field(description="Where the points come from (file, README, 'measured').")
     link_bytes_per_s: float | None = Field(
         default=None, gt=0, description="Comm ops only: link bandwidth the points ran over, B/s."
+    )
+    kernel_source: str | None = Field(
+        default=None,
+        description="The source table's own kernel label (e.g. 'sglang_deepgemm_gemm_nt_f8f8bf16'"
+        "), where it names one; None: `impl` says it.",
     )
 
     @model_validator(mode="after")
@@ -291,6 +312,16 @@ class Profile(Spec):
     )
     notes: list[str] = Field(default_factory=list, description="Free-form remarks.")
     created_utc: str | None = Field(default=None, description="When it was written (ISO 8601).")
+    engine: Literal["sglang", "vllm", "trtllm"] | None = Field(
+        default=None,
+        description="Serving engine whose kernels the tables time (None: no engine's own stack).",
+    )
+    engine_version: str | None = Field(default=None, description="That engine's version.")
+    provenance: dict[str, str] = Field(
+        default_factory=dict,
+        description="Where the tables were converted from: package and version, system, and "
+        "each op family's source folder.",
+    )
 
     @field_validator("schema_version")
     @classmethod

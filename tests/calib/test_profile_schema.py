@@ -16,22 +16,32 @@ from sim.specs.profile import OpPoint, OpTable
 
 SHIPPED = [
     "b200-roofline",
+    "b200-sglang",
+    "b200-trtllm",
     "h100-roofline",
+    "h100-sglang",
     "h20-published",
     "h20-roofline",
     "h200-measured",
     "h200-roofline",
+    "h200-sglang",
+    "h200-trtllm",
+    "h200-vllm",
     "h800-published",
     "h800-roofline",
 ]
+ENGINES = ("sglang", "trtllm", "vllm")
 
 
 def test_bundled_profiles_are_listed_and_load() -> None:
     assert profile_names() == SHIPPED
     for name in SHIPPED:
         profile = load_profile(name)
+        suffix = name.split("-")[1]
         assert profile.name == name
-        assert profile.kind == name.split("-")[1]
+        # production-kernel profiles are named by engine; they are published tables
+        assert profile.kind == ("published" if suffix in ENGINES else suffix)
+        assert profile.engine == (suffix if suffix in ENGINES else None)
         assert (profile.kind == "roofline") == (not profile.tables)
 
 
@@ -42,11 +52,26 @@ def test_unknown_name_lists_known_profiles() -> None:
 
 def test_newer_schema_version_is_refused_with_supported_versions(tmp_path: Path) -> None:
     data = json.loads(load_profile("h800-roofline").model_dump_json())
-    data["schema_version"] = 2
+    data["schema_version"] = 3
     path = tmp_path / "future.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(CatalogError, match=r"schema_version 2 is not supported.*version\(s\) 1"):
+    with pytest.raises(CatalogError, match=r"schema_version 3 is not supported.*version\(s\) 1, 2"):
         load_profile(str(path))
+
+
+def test_older_schema_version_is_refused_naming_the_file(tmp_path: Path) -> None:
+    data = json.loads(load_profile("h800-roofline").model_dump_json())
+    data["schema_version"] = 0
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CatalogError, match=r"old\.json: profile schema_version 0 is not supported"):
+        load_profile(str(path))
+
+
+def test_version_1_file_reads_as_version_2_without_the_new_fields() -> None:
+    profile = load_profile("h800-published")
+    assert profile.schema_version == 1 and profile.engine is None and not profile.provenance
+    assert all(t.kernel_source is None for t in profile.tables)
 
 
 def test_file_without_version_is_not_a_profile(tmp_path: Path) -> None:

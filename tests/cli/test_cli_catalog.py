@@ -45,6 +45,18 @@ def test_profiles_lists_provenance_and_tables() -> None:
     assert "h800-published" in table and "published" in table
 
 
+def test_profiles_say_engine_version_stack_and_where_each_family_comes_from() -> None:
+    rows = {r["name"]: r for r in _json("profiles")}
+    trt = rows["h200-trtllm"]
+    assert trt["engine"] == "trtllm" and trt["version"] == "1.3.0rc20"
+    assert "production kernels" in str(trt["stack"])
+    assert {"gemm", "mla_decode", "moe", "collectives"} <= set(str(trt["published"]).split(", "))
+    assert "elementwise" in str(trt["roofline"])
+    measured = rows["h200-measured"]
+    assert "torch + Triton" in str(measured["stack"]) and "not production" in str(measured["stack"])
+    assert "gemm" in str(measured["measured"]) and rows["h200-roofline"]["published"] == "-"
+
+
 def test_gpus_memory_columns_carry_their_units() -> None:
     rows = {r["name"]: r for r in _json("gpus")}
     h200 = rows["h200"]
