@@ -144,13 +144,15 @@ def mla_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
     d, h = c.model.hidden_size, c.heads
     qk, t = mm.qk_nope_head_dim + mm.qk_rope_head_dim, s.tokens
     q_in = mm.q_lora_rank or d
+    kv_a = mm.kv_lora_rank + mm.qk_rope_head_dim
+    # with a q LoRA, SGLang runs q_a and kv_a as one GEMM over the same input
+    # (`fused_qkv_a_proj_with_mqa`, d -> q_lora_rank + d_c + d_s: 7168 -> 2112 for DeepSeek-V3),
+    # one weight read and one launch; without one, q is projected from d on its own
     proj = [
         gemm(pr, c, t, q_in, h * qk),
-        gemm(pr, c, t, d, mm.kv_lora_rank + mm.qk_rope_head_dim),
+        gemm(pr, c, t, d, (mm.q_lora_rank or 0) + kv_a),
         gemm(pr, c, t, h * mm.v_head_dim, d),
     ]
-    if mm.q_lora_rank:
-        proj.append(gemm(pr, c, t, d, mm.q_lora_rank))
     if mm.output_gate:  # Kimi K3: sigmoid(x W_g) gates the heads' outputs before o_proj
         proj.append(gemm(pr, c, t, d, h * mm.v_head_dim))
     ops: dict[str, OpTime] = {"attn_proj": combine(*proj)}

@@ -98,7 +98,7 @@ class ServingCostModel(TwoBatchOverlap):
             dense_split=1 if d.dense_ffn == "dp" else d.attn_tp,
             weight_dtype=d.weight_dtype,
             kv_dtype=d.kv_dtype,
-            kv_bytes_layer=kv_bytes_per_token_layer(model, d.kv_dtype),
+            kv_bytes_layer=kv_bytes_per_token_layer(model, d.kv_dtype, sparse=self.sparse),
             topk=model.dsa.index_topk if (self.sparse and model.dsa) else 0,
             chunk_tokens=d.chunked_prefill_tokens,
         )
