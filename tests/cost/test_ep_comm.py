@@ -56,6 +56,23 @@ def test_skewed_routing_grows_the_exchange_with_the_busiest_receiver() -> None:
     assert comm(eplb.step_cost(batch))[0] < 1.2 * comm(even)[0]
 
 
+def test_the_layouts_own_imbalance_sizes_the_receiver() -> None:
+    """256 experts on 72 GPUs without EPLB: the busiest GPU holds 4 experts against a mean of
+    256 / 72 = 3.56, so under even routing it receives 4 / 3.56 = 1.125x a GPU of DeepEP's
+    benchmark layout (equal experts per GPU). 32 EPLB replicas (288 = 4 x 72 slots) halve 32
+    experts, but 8 GPUs still hold 4 whole ones: the same 1.125x. EP32 divides evenly: 1.0x."""
+    ep72 = Deployment(name="ep72", nodes=9, attn_tp=1, expert_zipf_exponent=0)
+    tokens = 72 * 256
+    assert receive_skew(V3, ep72, tokens) == pytest.approx(1.125, rel=0.01)
+    eplb = ep72.model_copy(update={"eplb_redundant_experts": 32})
+    assert receive_skew(V3, eplb, tokens) == pytest.approx(1.125, rel=0.01)
+    assert receive_skew(V3, ep32(expert_zipf_exponent=0), 32 * 128) == pytest.approx(1.0)
+    # the exchange is sized by that receiver, not by the mean sender's 256 tokens
+    load = CommLoad(rank_tokens=256, sender_tokens=256, unit_tokens=tokens, decode_only=True)
+    per_gpu = comm_ops.ep_tokens_per_gpu(V3, ep72, load)
+    assert per_gpu == pytest.approx(256 * receive_skew(V3, ep72, tokens), rel=1e-12)
+
+
 def test_even_routing_keeps_deepeps_published_point() -> None:
     """DeepEP's table (128 tokens per rank, uniform random routing, EP32 over RDMA) comes back
     exactly: even routing adds no receiver imbalance beyond the benchmark's own."""
