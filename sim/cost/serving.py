@@ -160,7 +160,9 @@ class ServingCostModel(TwoBatchOverlap):
         # decode; a step where some ranks prefill while others decode runs whole
         modes_agree = not (mixed.any() and busy_decode.any())
         if self.deployment.two_batch_overlap and modes_agree and comm_time(unit_ops) > 0:
-            saved = self._overlap_saving(batch, load, crit, rank_s, tokens_r, unit_ops)
+            saved = self._overlap_saving(
+                batch, load, crit, rank_s, tokens_r, unit_ops, rank_ops[crit]
+            )
             duration -= saved
         return StepCost(
             duration_s=duration, rank_attention_s=rank_s, ops=ops, overlap_saved_s=saved
