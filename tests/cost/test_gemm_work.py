@@ -62,7 +62,7 @@ def test_q_a_and_kv_a_run_as_one_gemm() -> None:
     calls = spied(cm)
     cm.step_cost(decode(16, 256, 4096))
     assert not gemms(calls, 7168, 576) and not gemms(calls, 7168, 1536)
-    ((_, attrs, flops, nbytes, _, t),) = gemms(calls, 7168, 2112)
+    ((_, _, flops, nbytes, _, t),) = gemms(calls, 7168, 2112)
     assert flops == 2.0 * 256 * 7168 * 2112
     assert nbytes == 7168 * 2112 + 256 * 7168 + 2 * 256 * 2112
     assert t.extrapolated
