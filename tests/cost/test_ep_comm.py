@@ -33,6 +33,8 @@ def unit(counts: list[int], kv: list[int], s_q: int = 1) -> BatchShape:
 
 
 def ep32(**kw: object) -> Deployment:
+    """EP32 with even routing unless `kw` says otherwise (DeepEP's benchmarks route evenly)."""
+    kw = {"expert_zipf_exponent": 0.0, **kw}
     return Deployment(name="ep32", nodes=4, attn_tp=1, **kw)  # type: ignore[arg-type]
 
 

@@ -98,7 +98,8 @@ def test_one_request_per_rank_is_not_split() -> None:
 
 def test_one_small_rank_does_not_switch_the_overlap_off() -> None:
     """A rank with one request puts it in the second micro-batch; the others still overlap."""
-    cm = ServingCostModel(V3, H800, Deployment(name="on", nodes=4, two_batch_overlap=True))
+    d = Deployment(name="on", nodes=4, two_batch_overlap=True, expert_zipf_exponent=0)
+    cm = ServingCostModel(V3, H800, d)
     full = cm.step_cost(decode([256] * 32)).overlap_saved_s
     assert full > 0
     assert cm.step_cost(decode([256] * 31 + [1])).overlap_saved_s == pytest.approx(full, rel=0.01)
@@ -173,3 +174,26 @@ def test_only_the_moe_layers_are_split() -> None:
 
     assert moe_layer_share(V3, "dense_mlp") == 0.0 and moe_layer_share(V3, "moe_gate") == 1.0
     assert moe_layer_share(V3, "attn_proj") == pytest.approx(58 / 61)
+
+
+def test_compute_beside_normal_kernels_runs_on_the_sms_they_leave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DeepEP's normal (prefill) kernels hold 24 of 132 SMs (its README's inference-prefill
+    setting): a prefill step's overlapped compute is slower than with 20, so it saves less."""
+    from sim.cost import overlap
+
+    assert round(132 * overlap.NORMAL_KERNEL_SM_SHARE, 9) == 24
+    rank = np.arange(16)
+    batch = BatchShape(
+        num_ranks=16,
+        rank=rank,
+        new_tokens=np.full(16, 4096),
+        kv_tokens=np.full(16, 4096),
+        is_decode=np.zeros(16, dtype=bool),
+    )
+    d = Deployment(name="on", nodes=2, attn_tp=1, two_batch_overlap=True)
+    saved_24 = ServingCostModel(V3, H800, d).step_cost(batch).overlap_saved_s
+    monkeypatch.setattr(overlap, "NORMAL_KERNEL_SM_SHARE", 20 / 132)
+    saved_20 = ServingCostModel(V3, H800, d).step_cost(batch).overlap_saved_s
+    assert saved_24 < saved_20
