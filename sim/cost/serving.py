@@ -101,6 +101,7 @@ class ServingCostModel(TwoBatchOverlap):
             kv_bytes_layer=kv_bytes_per_token_layer(model, d.kv_dtype, sparse=self.sparse),
             topk=model.dsa.index_topk if (self.sparse and model.dsa) else 0,
             chunk_tokens=d.chunked_prefill_tokens,
+            topk_in_indexer=_indexer_times_topk(profile),
         )
         self._decode_memo: dict[tuple[int, ...], tuple[float, dict[str, OpTime]]] = {}
         self._unit_memo: dict[tuple[object, ...], dict[str, OpTime]] = {}
@@ -351,6 +352,14 @@ class ServingCostModel(TwoBatchOverlap):
         if d.dense_ffn == "unit":
             ops.update(unit_dense_ops(pr, self.ctx, d, self.gpu, load))
         return ops
+
+
+def _indexer_times_topk(profile: Profile | None) -> bool:
+    """Whether the profile's DSA indexer tables time the top-k selection with the logits
+    (`kernels_calib`'s `torch_bmm_topk`), so that it is not priced again; the published
+    `fp8_mqa_logits` tables time the logits kernel only."""
+    tables = [] if profile is None else profile.tables
+    return any(t.op.startswith("dsa_indexer") and "topk" in t.impl for t in tables)
 
 
 def draft_passes(drafts: int) -> list[tuple[int, int]]:
