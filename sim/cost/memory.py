@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sim.cost.activations import activation_reserve_bytes
 from sim.cost.intensity import FP8_MLA_BYTES_PER_TOKEN_LAYER
 from sim.cost.params import layer_params, linear_attention_params
 from sim.specs.deployment import Deployment
@@ -154,7 +155,7 @@ def plan_memory(
     d = deployment
     check_deployment(model, d)
     weights = weight_bytes_per_gpu(model, d)
-    reserve = d.activation_reserve_gb * GB
+    reserve = activation_reserve_bytes(model, d)
     usable = gpu.hbm_bytes * d.mem_fraction
     per_token = kv_bytes_per_token_per_gpu(model, d)
     free = usable - weights - reserve

@@ -157,8 +157,12 @@ class Deployment(Spec):
         "--mem-fraction-static covers weights + KV only: to mimic it, set mem_fraction to it "
         "and activation_reserve_gb to 0.",
     )
-    activation_reserve_gb: float = Field(
-        default=4.0, ge=0.0, description="HBM kept per GPU for activations, graphs and buffers."
+    activation_reserve_gb: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="HBM (GB, 1e9 B) kept per GPU for activations, graphs and buffers. "
+        "Omitted: sized from the largest prefill chunk's forward plus the decode CUDA graphs' "
+        "pool (`sim.cost.activations`), as vLLM sizes it by profiling its largest batch.",
     )
     router: RouterName = Field(
         default="least_requests",
