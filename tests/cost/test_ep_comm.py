@@ -125,16 +125,19 @@ def test_each_overlap_half_is_sized_by_its_busiest_sender(monkeypatch: pytest.Mo
 
 
 def test_mtp_draft_passes_pay_their_exchange() -> None:
-    """Each draft pass runs one MoE layer over the decode requests (one token each): its
-    dispatch and combine are one layer's, at half the verify step's S = 2 tokens."""
+    """Each draft pass runs one MoE layer over the decode requests: the draft extend over the
+    verify width (accepted + 1, padded to drafts + 1 = 3 tokens each), then one pass of one
+    token; its dispatch and combine are one layer's at 3 tokens, plus one at a third of them
+    (on the datasheet link bandwidth, linear in bytes)."""
     d = ep32(mtp_draft_tokens=2, mtp_acceptance=(0.8,))
     step = ServingCostModel(V3, H800, d).step_cost(unit([64] * 32, [4096] * 32, s_q=3))
     one_layer = sum(comm(step)) / V3.moe_layers
-    assert step.ops["mtp_draft_comm"].seconds == pytest.approx(2 * one_layer / 3, rel=1e-9)
+    assert step.ops["mtp_draft_comm"].seconds == pytest.approx(4 * one_layer / 3, rel=1e-9)
     tp = Deployment(name="tp", attn_tp=8, moe_tp=8, mtp_draft_tokens=1, mtp_acceptance=(0.8,))
     tp_step = ServingCostModel(V3, load_gpu("h200"), tp).step_cost(unit([64], [4096], s_q=2))
     per_layer = tp_step.ops["tp_allreduce"].seconds / V3.num_layers
-    assert tp_step.ops["mtp_draft_comm"].seconds == pytest.approx(per_layer / 2, rel=1e-9)
+    # the draft extend over 2 tokens per request: one layer's all-reduces at the verify width
+    assert tp_step.ops["mtp_draft_comm"].seconds == pytest.approx(per_layer, rel=1e-9)
 
 
 def test_low_latency_copies_split_into_nvlink_and_rdma() -> None:
