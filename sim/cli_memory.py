@@ -137,7 +137,10 @@ def _does_not_fit(
 
 
 MEM_FRACTION_HELP = "Share of usable memory (`mlasim gpus`) for weights + KV + activations."
-RESERVE_HELP = "GB (1e9 B) per GPU kept for activations and buffers, out of --mem-fraction."
+RESERVE_HELP = (
+    "GB (1e9 B) per GPU kept for activations and buffers, out of --mem-fraction "
+    "(default: sized from the largest prefill chunk and the decode graphs)."
+)
 MOE_TP_MORE = " 1: experts split by EP alone; --attn-tp 8 --moe-tp 8: a TP8 deployment."
 PER_NODE_HELP = "GPUs per node: a larger --gpus spans whole nodes; attention TP stays in one."
 
@@ -175,8 +178,8 @@ def memory(
     dsa: Annotated[str, _spec_option("dsa", more=" 'off' drops the indexer's KV.")] = "auto",
     mem_fraction: Annotated[float, typer.Option("--mem-fraction", help=MEM_FRACTION_HELP)] = 0.9,
     activation_reserve_gb: Annotated[
-        float, typer.Option("--activation-reserve-gb", help=RESERVE_HELP)
-    ] = 4.0,
+        float | None, typer.Option("--activation-reserve-gb", help=RESERVE_HELP)
+    ] = None,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help=PER_NODE_HELP)] = 8,
     as_json: JsonFlag = False,
 ) -> None:

@@ -50,7 +50,7 @@ CASES = [
     ),
     (
         "sglang-prefill-4K-h100",
-        "prefill",
+        "prefill_balanced",
         "input_tok_s_per_node",
         59337,
         "prefill EP32, 4K prompts (simulated perfect expert balance)",

@@ -88,6 +88,17 @@ def busiest_gpu_tokens(
     return float(np.max(mean + spread))
 
 
+def balanced_busiest_tokens(routed_tokens: float, ep: int) -> float:
+    """Expected assignments on the busiest of `ep` GPUs that each hold an equal share of the
+    experts under uniform random routing (DeepEP's benchmark setting): the mean plus the batch
+    noise, with no imbalance from the layout itself."""
+    if ep == 1 or routed_tokens <= 0:
+        return routed_tokens
+    share = 1.0 / ep
+    spread = math.sqrt(routed_tokens * share * (1.0 - share)) * math.sqrt(2.0 * math.log(ep))
+    return routed_tokens * share + spread
+
+
 def imbalance_factor(
     routed_tokens: float,
     n_experts: int,

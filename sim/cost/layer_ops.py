@@ -87,6 +87,7 @@ class RankContext:
     kv_bytes_layer: float  # one token, one layer, one copy
     topk: int  # DSA top-k (0: dense)
     chunk_tokens: int  # prefix chunk when the expand path runs chunked
+    topk_in_indexer: bool = False  # the profile's indexer tables time the top-k selection too
 
     @property
     def compute_dtype(self) -> str:
@@ -144,13 +145,15 @@ def mla_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
     d, h = c.model.hidden_size, c.heads
     qk, t = mm.qk_nope_head_dim + mm.qk_rope_head_dim, s.tokens
     q_in = mm.q_lora_rank or d
+    kv_a = mm.kv_lora_rank + mm.qk_rope_head_dim
+    # with a q LoRA, SGLang runs q_a and kv_a as one GEMM over the same input
+    # (`fused_qkv_a_proj_with_mqa`, d -> q_lora_rank + d_c + d_s: 7168 -> 2112 for DeepSeek-V3),
+    # one weight read and one launch; without one, q is projected from d on its own
     proj = [
         gemm(pr, c, t, q_in, h * qk),
-        gemm(pr, c, t, d, mm.kv_lora_rank + mm.qk_rope_head_dim),
+        gemm(pr, c, t, d, (mm.q_lora_rank or 0) + kv_a),
         gemm(pr, c, t, h * mm.v_head_dim, d),
     ]
-    if mm.q_lora_rank:
-        proj.append(gemm(pr, c, t, d, mm.q_lora_rank))
     if mm.output_gate:  # Kimi K3: sigmoid(x W_g) gates the heads' outputs before o_proj
         proj.append(gemm(pr, c, t, d, h * mm.v_head_dim))
     ops: dict[str, OpTime] = {"attn_proj": combine(*proj)}
@@ -279,12 +282,32 @@ def dsa_indexer(
             flops = 2.0 * float(np.sum(mla.causal_pairs(qs, ks))) * width
             attrs = {"s_q": float(qs.sum()), "s_kv": float(ks.mean()), **dims}
             scores.append(pr.op("dsa_indexer_prefill", attrs, flops, bytes_, "fp8"))
+    if not c.topk_in_indexer:
+        scores.append(_topk_selection(pr, c, q, k, dec))
     mm, t = c.model.mla_spec, float(q.sum())
     proj = combine(
         gemm(pr, c, t, mm.q_lora_rank or c.model.hidden_size, width),
         gemm(pr, c, t, c.model.hidden_size, x.index_head_dim + x.index_n_heads),
     )
     return combine(*scores, proj)
+
+
+def _topk_selection(
+    pr: Pricer,
+    c: RankContext,
+    q: NDArray[np.float64],
+    k: NDArray[np.float64],
+    dec: NDArray[np.bool_],
+) -> OpTime:
+    """DSA's top-k selection over the indexer's scores: one read of each query token's fp32
+    logits (every cached token in decode and verify, the causal ones in extend/prefill) and a
+    write of its `topk` int32 indices, as SGLang's fused top-k kernel makes one pass over
+    each row. No kernel table covers it (the published indexer figures time the logits
+    kernel only), so it is priced by its bytes at the profile's memory efficiency."""
+    rows = float(np.sum(np.where(dec, q * k, mla.causal_pairs(q, k))))
+    bytes_ = 4.0 * rows + 4.0 * float(q.sum()) * min(c.topk, float(k.max()))
+    attrs = {"tokens": float(q.sum()), "kv_len": float(k.mean()), "topk": c.topk}
+    return pr.op("dsa_topk", attrs, 0.0, bytes_)
 
 
 def gqa_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sim.cost.activations import activation_reserve_bytes
 from sim.cost.intensity import FP8_MLA_BYTES_PER_TOKEN_LAYER
 from sim.cost.params import layer_params, linear_attention_params
 from sim.specs.deployment import Deployment
@@ -44,11 +45,18 @@ def kv_dup_factor(model: ModelSpec, attn_tp: int) -> int:
     return attn_tp // min(attn_tp, model.kv_heads)
 
 
-def kv_bytes_per_token_layer(model: ModelSpec, kv_dtype: str) -> float:
-    """One copy of one token's cache in one attention layer (all KV heads)."""
+def kv_bytes_per_token_layer(model: ModelSpec, kv_dtype: str, *, sparse: bool = False) -> float:
+    """One copy of one token's cache in one attention layer (all KV heads).
+
+    FP8 MLA has two layouts. Dense MLA (SGLang's and vLLM's `kv_cache_dtype=fp8`) stores the
+    whole latent and RoPE key as FP8 with one scale per tensor: 576 B (DeepSeek-V3), half of
+    BF16. DSA's sparse kernels (`sparse`: FlashMLA's sparse FP8 layout, deepseek-ai/FlashMLA)
+    keep 512 FP8 values with 4 fp32 scales and the 64 RoPE values in BF16: 656 B."""
     if model.attention == "mla":
         if kv_dtype == "fp8":
-            return float(FP8_MLA_BYTES_PER_TOKEN_LAYER)
+            if sparse:
+                return float(FP8_MLA_BYTES_PER_TOKEN_LAYER)
+            return 1.0 * model.kv_elems_per_token_per_layer
         return 2.0 * model.kv_elems_per_token_per_layer
     return (1.0 if kv_dtype == "fp8" else 2.0) * model.kv_elems_per_token_per_layer
 
@@ -68,8 +76,9 @@ def cached_layers(model: ModelSpec, deployment: Deployment) -> int:
 
 def kv_bytes_per_token(model: ModelSpec, deployment: Deployment) -> float:
     """One copy of one token, all cached layers (what a PD transfer moves)."""
-    per_layer = kv_bytes_per_token_layer(model, deployment.kv_dtype)
-    if dsa_active(model, deployment):
+    sparse = dsa_active(model, deployment)
+    per_layer = kv_bytes_per_token_layer(model, deployment.kv_dtype, sparse=sparse)
+    if sparse:
         per_layer += indexer_bytes_per_token_layer(model)
     return per_layer * cached_layers(model, deployment)
 
@@ -146,7 +155,7 @@ def plan_memory(
     d = deployment
     check_deployment(model, d)
     weights = weight_bytes_per_gpu(model, d)
-    reserve = d.activation_reserve_gb * GB
+    reserve = activation_reserve_bytes(model, d)
     usable = gpu.hbm_bytes * d.mem_fraction
     per_token = kv_bytes_per_token_per_gpu(model, d)
     free = usable - weights - reserve

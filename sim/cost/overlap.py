@@ -8,6 +8,16 @@ combine of the last layer. With compute and communication balanced this approach
 max(compute, comm); when one side dominates it approaches that side plus the other's exposed part.
 The micro-batches need not be equal: a rank that cannot split (one decode request) runs all its
 work in the second, as SGLang's split of one request gives an empty first micro-batch.
+
+Only the MoE layers are split, as in SGLang (`two_batch_overlap.py` splits the layers from the
+first MoE layer on): the first dense layers, the output head and the MTP draft run once per
+step over the whole batch, before or after the overlapped layers.
+
+DeepEP's low-latency kernels (decode) run with a receive hook on the compute stream: both
+micro-batches share one CUDA stream, on which each dispatch and combine issues a send kernel
+and later a receive kernel; only the network transfer between them is off the stream. Their SM
+time therefore sits on the compute stream (`Stage.send_s`, `Stage.recv_s`), and the rest of the
+published exchange latency is the transfer.
 """
 
 from __future__ import annotations
@@ -20,15 +30,50 @@ from sim.cost.batch import BatchShape, OpTime
 from sim.cost.comm_ops import CommLoad, micro_batch_loads, unit_comm_ops
 from sim.cost.elementwise import routed_elementwise
 from sim.cost.layer_ops import RankSegments
-from sim.cost.pricing import ZERO, Pricer, combine, log_bucket, total_seconds
+from sim.cost.pricing import ZERO, Pricer, combine, log_bucket
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
 
-# DeepEP's normal (prefill) kernels keep 20 of an H800's 132 SMs busy moving data, so compute
-# that overlaps them runs on the rest; its low-latency (decode) kernels use a hook-based receive
-# that holds no SMs (deepseek-ai/DeepEP README; DeepSeek-V3 paper: 20 SMs saturate IB + NVLink).
-NORMAL_KERNEL_SM_SHARE = 20 / 132
+# DeepEP's normal (prefill) kernels keep SMs busy moving data, so compute that overlaps them
+# runs on the rest. DeepEP's README configures its inference-prefill example with
+# `Buffer.set_num_sms(24)` (of an H800's 132), more than the 20 SMs the DeepSeek-V3 paper says
+# saturate IB + NVLink: under overlap the GEMMs keep 108 SMs. No kernel-level timing of the
+# normal kernels under overlap is published (deepseek-ai/profile-data's prefill trace is a
+# Chrome trace, not tabulated; aiconfigurator-core's DeepEP normal tables are isolated
+# intranode runs), so their bandwidth stays at the README's isolated figures.
+NORMAL_KERNEL_SM_SHARE = 24 / 132
+
+# DeepEP low-latency kernels in hook mode, per dispatch or combine of one micro-batch, on the
+# compute stream: the send kernel (17-19 us) and the receive hook's own work (17 us, the
+# shortest hook in the trace: longer hooks, up to 86 us, are waiting for data still in flight,
+# which the schedule models by the transfer's end). Kernel durations of `dispatch_ll` /
+# `combine_ll` in DeepSeek's decode trace (deepseek-ai/profile-data decode.json: EP128,
+# 128 requests per GPU in two micro-batches of 64 tokens, one stream), as read in issue #22.
+# Both kernels work per token (the send casts and posts each token's copies, the receive
+# unpacks or reduces each received copy), so away from the trace's 64 tokens per rank their
+# time is taken in proportion to the micro-batch's tokens per rank: an assumption, as no
+# other size is published.
+LOW_LATENCY_SEND_S = 18e-6
+LOW_LATENCY_RECV_S = 17e-6
+LOW_LATENCY_TRACE_TOKENS = 64
+
+
+# rank ops that run once per step whatever the layers (not split by two-batch overlap)
+_ONCE_PER_STEP = frozenset({"dense_mlp", "lm_head", "mtp_draft", "mtp_prefill"})
+_MOE_LAYER_OPS = frozenset({"moe_gate", "moe_shared"})
+
+
+def moe_layer_share(model: ModelSpec, op: str) -> float:
+    """Share of a rank op's step time spent in the MoE layers (what two-batch overlap
+    splits): all of the router and shared experts, none of the dense MLP, the head and the
+    MTP passes, and moe_layers / num_layers of every per-layer op (attention, elementwise,
+    TP all-reduce)."""
+    if op in _MOE_LAYER_OPS:
+        return 1.0
+    if op in _ONCE_PER_STEP:
+        return 0.0
+    return model.moe_layers / model.num_layers
 
 
 EXACT_LAYERS = 6  # the schedule is periodic (period <= 2 layers) well before this
@@ -43,6 +88,8 @@ class Stage:
     dispatch_s: float
     moe_s: float
     combine_s: float
+    send_s: float = 0.0  # compute-stream time of each exchange's send kernel
+    recv_s: float = 0.0  # compute-stream time of each exchange's receive kernel
 
 
 def two_batch_step(
@@ -69,14 +116,18 @@ def micro_batch_step(first: Stage, second: Stage, layers: int) -> float:
 
 
 def _schedule(first: Stage, second: Stage, layers: int) -> float:
-    """Op-by-op list schedule of the two micro-batches over `layers` layers."""
+    """Op-by-op list schedule of the two micro-batches over `layers` layers. A send kernel
+    runs on the compute stream right after the op that feeds its exchange, a receive kernel
+    once the exchange's transfer has landed, before the op that reads it."""
     batches = (first, second)
     compute_free = comm_free = 0.0
-    ready = [0.0, 0.0]  # when each micro-batch's previous combine finished
+    ready = [0.0, 0.0]  # when each micro-batch's previous combine landed
+    recv_first = False  # the first layer has no combine to receive
     for _ in range(layers):
         a_end = [0.0, 0.0]
         for b, mb in enumerate(batches):
-            compute_free = max(compute_free, ready[b]) + mb.attn_s
+            compute_free = max(compute_free, ready[b]) + (mb.recv_s if recv_first else 0.0)
+            compute_free += mb.attn_s + mb.send_s
             a_end[b] = compute_free
         d_end = [0.0, 0.0]
         for b, mb in enumerate(batches):
@@ -84,11 +135,16 @@ def _schedule(first: Stage, second: Stage, layers: int) -> float:
             d_end[b] = comm_free
         m_end = [0.0, 0.0]
         for b, mb in enumerate(batches):
-            compute_free = max(compute_free, d_end[b]) + mb.moe_s
+            compute_free = max(compute_free, d_end[b]) + mb.recv_s + mb.moe_s + mb.send_s
             m_end[b] = compute_free
         for b, mb in enumerate(batches):
             comm_free = max(comm_free, m_end[b]) + mb.combine_s
             ready[b] = comm_free
+        recv_first = True
+    for b, mb in enumerate(batches):  # the last combine's receive
+        if mb.recv_s > 0:
+            compute_free = max(compute_free, ready[b]) + mb.recv_s
+            ready[b] = compute_free
     return max(ready)
 
 
@@ -126,17 +182,21 @@ class TwoBatchOverlap:
         rank_s: np.ndarray,
         tokens_r: np.ndarray,
         unit_ops: dict[str, OpTime],
+        crit_ops: dict[str, OpTime],
     ) -> float:
         """Time two micro-batches save (negative when splitting costs more than it hides).
 
-        Each rank splits its work in two (`_micro_batch_rank_s`), except a rank that cannot
-        (one decode request, or a one-token chunk): SGLang splits it into an empty micro-batch
-        and a whole one, so all its work and tokens go to the second. A micro-batch's rank work
-        is the largest part of a splitting rank, or a whole rank's work if that is longer. The
-        routed experts and the communication are re-priced for each micro-batch's tokens (the
-        expert weights are read twice; each exchange is again set by its busiest sender or
+        Only the MoE layers are split (`moe_layer_share`): the critical rank's dense layers,
+        head and MTP passes (`crit_ops`) run once, whole. In the MoE layers each rank splits
+        its work in two (`_micro_batch_rank_s`), except a rank that cannot (one decode
+        request, or a one-token chunk): SGLang splits it into an empty micro-batch and a whole
+        one, so all its work and tokens go to the second. A micro-batch's rank work is the
+        largest part of a splitting rank, or a whole rank's work if that is longer. The routed
+        experts and the communication are re-priced for each micro-batch's tokens (the expert
+        weights are read twice; each exchange is again set by its busiest sender or
         receiver), and the two are scheduled layer by layer on a compute and a communication
-        stream (`micro_batch_step`). With no rank splitting, nothing is hidden or added.
+        stream (`micro_batch_step`), with the low-latency kernels' send and receive on the
+        compute stream. With no rank splitting, nothing is hidden or added.
         """
         n_r = np.bincount(batch.rank, minlength=batch.num_ranks)
         whole = np.zeros(batch.num_ranks, dtype=bool)
@@ -157,7 +217,11 @@ class TwoBatchOverlap:
             candidates.append(int(np.argmax(np.where(split & ~has_prefill, rank_s, -1.0))))
         parts = [self._micro_batch_rank_s(batch, r) for r in candidates]
         attn = [max(p[0] for p in parts), max(p[1] for p in parts)]
-        attn[1] = max(attn[1], float(rank_s[whole].max(initial=0.0)))
+        if whole.any():  # the slowest whole rank's MoE layers, all in the second
+            r = int(np.argmax(np.where(whole, rank_s, -1.0)))
+            attn[1] = max(
+                attn[1], self._moe_layers_s(self._rank_ops(self._segments(batch, batch.rank == r)))
+            )
         m, decode_only = self.model, load.decode_only
         layers = m.moe_layers
         # compute sharing SMs with DeepEP's normal kernels runs on the SMs they leave free
@@ -168,10 +232,20 @@ class TwoBatchOverlap:
             ops = self._micro_unit_ops(part)
             moe, comm = ops["moe_routed"].seconds * slow, (ops["ep_dispatch"], ops["ep_combine"])
             dispatch, combine_s = (t.seconds / layers for t in comm)
-            stages.append(Stage(a / layers * slow, dispatch, moe, combine_s))
-        overlapped = micro_batch_step(stages[0], stages[1], layers)
+            send = recv = 0.0
+            if decode_only and dispatch + combine_s > 0:  # hook-mode kernels on the compute stream
+                per_rank = part.sender_tokens / self.deployment.attn_tp / LOW_LATENCY_TRACE_TOKENS
+                send, recv = LOW_LATENCY_SEND_S * per_rank, LOW_LATENCY_RECV_S * per_rank
+                dispatch, combine_s = (max(t - send - recv, 0.0) for t in (dispatch, combine_s))
+            stages.append(Stage(a / layers * slow, dispatch, moe, combine_s, send, recv))
+        once = float(rank_s[crit]) - self._moe_layers_s(crit_ops)  # dense layers, head, MTP
+        overlapped = once + micro_batch_step(stages[0], stages[1], layers)
         moe_serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
         return float(rank_s[crit]) + moe_serial + comm_time(unit_ops) - overlapped
+
+    def _moe_layers_s(self, ops: dict[str, OpTime]) -> float:
+        """A rank's time in its MoE layers: what two-batch overlap splits."""
+        return sum(t.seconds * moe_layer_share(self.model, name) for name, t in ops.items())
 
     def _micro_unit_ops(self, load: CommLoad) -> dict[str, OpTime]:
         """One micro-batch's routed experts (one layer, with their SiLU, which runs between up
@@ -190,9 +264,10 @@ class TwoBatchOverlap:
         return hit
 
     def _micro_batch_rank_s(self, batch: BatchShape, rank: int) -> tuple[float, float]:
-        """A rank's own work in each of its two micro-batches (`RankSegments.split_in_two`),
-        each priced on its own, per step. At decode batch sizes a micro-batch's projection
-        GEMMs read the same weights for half the tokens, so it costs more than half; at
+        """A rank's own work in the MoE layers of each of its two micro-batches
+        (`RankSegments.split_in_two`), each priced on its own, per step. At decode batch sizes
+        a micro-batch's projection GEMMs read the same weights for half the tokens, so it
+        costs more than half; at
         prefill sizes (compute-bound) about half, plus its launches. Decode-only ranks are
         memoised like whole decode ranks."""
         sel = batch.rank == rank
@@ -213,5 +288,5 @@ class TwoBatchOverlap:
         return hit
 
     def _parts_s(self, s: RankSegments) -> tuple[float, float]:
-        a, b = (total_seconds(self._rank_ops(p)) for p in s.split_in_two())
+        a, b = (self._moe_layers_s(self._rank_ops(p)) for p in s.split_in_two())
         return a, b

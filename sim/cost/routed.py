@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from sim.cost.batch import OpTime
-from sim.cost.experts import busiest_gpu_tokens
+from sim.cost.experts import balanced_busiest_tokens, busiest_gpu_tokens
 from sim.cost.layer_ops import compute_dtype, weight_excess_bytes
 from sim.cost.op_work import op_work
 from sim.cost.pricing import ZERO, Pricer, combine
@@ -34,15 +34,16 @@ def busiest_tokens(model: ModelSpec, d: Deployment, unit_tokens: float) -> float
 
 
 def receive_skew(model: ModelSpec, d: Deployment, unit_tokens: float) -> float:
-    """Token-expert pairs the busiest EP GPU receives, over what it receives under uniform random
-    routing without EPLB (how DeepEP's published benchmarks route): 1.0 for even routing; it
-    grows with Zipf skew and shrinks with EPLB replicas."""
+    """Token-expert pairs the busiest EP GPU receives, over what the busiest GPU receives when
+    every GPU holds an equal share of the experts under uniform random routing (how DeepEP's
+    published benchmarks route: 256 experts on 8 to 256 GPUs). 1.0 for even routing on a layout
+    that divides the experts evenly; it grows with Zipf skew and with the layout's own
+    imbalance (DeepSeek-V3 on EP72 without EPLB: some GPUs hold 4 of the 256 experts, the mean
+    is 3.56, so the busiest receives 1.125x), and shrinks with EPLB replicas."""
     if unit_tokens <= 0 or d.ep == 1:
         return 1.0
-    moe = model.moe
-    pairs, k = unit_tokens * moe.experts_per_token, moe.experts_per_token
-    even = busiest_gpu_tokens(pairs, moe.n_routed_experts, d.ep, 0, 0, k)
-    return busiest_tokens(model, d, unit_tokens) / even
+    pairs = unit_tokens * model.moe.experts_per_token
+    return busiest_tokens(model, d, unit_tokens) / balanced_busiest_tokens(pairs, d.ep)
 
 
 def experts_touched(local: int, pairs: float) -> float:

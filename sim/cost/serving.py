@@ -98,9 +98,10 @@ class ServingCostModel(TwoBatchOverlap):
             dense_split=1 if d.dense_ffn == "dp" else d.attn_tp,
             weight_dtype=d.weight_dtype,
             kv_dtype=d.kv_dtype,
-            kv_bytes_layer=kv_bytes_per_token_layer(model, d.kv_dtype),
+            kv_bytes_layer=kv_bytes_per_token_layer(model, d.kv_dtype, sparse=self.sparse),
             topk=model.dsa.index_topk if (self.sparse and model.dsa) else 0,
             chunk_tokens=d.chunked_prefill_tokens,
+            topk_in_indexer=_indexer_times_topk(profile),
         )
         self._decode_memo: dict[tuple[int, ...], tuple[float, dict[str, OpTime]]] = {}
         self._unit_memo: dict[tuple[object, ...], dict[str, OpTime]] = {}
@@ -160,7 +161,9 @@ class ServingCostModel(TwoBatchOverlap):
         # decode; a step where some ranks prefill while others decode runs whole
         modes_agree = not (mixed.any() and busy_decode.any())
         if self.deployment.two_batch_overlap and modes_agree and comm_time(unit_ops) > 0:
-            saved = self._overlap_saving(batch, load, crit, rank_s, tokens_r, unit_ops)
+            saved = self._overlap_saving(
+                batch, load, crit, rank_s, tokens_r, unit_ops, rank_ops[crit]
+            )
             duration -= saved
         return StepCost(
             duration_s=duration, rank_attention_s=rank_s, ops=ops, overlap_saved_s=saved
@@ -240,14 +243,26 @@ class ServingCostModel(TwoBatchOverlap):
         dec = s.is_decode
         if drafts and dec.any():
             n = int(dec.sum())
-            one = RankSegments(q=np.ones(n), k=s.k[dec], is_decode=dec[dec], path=s.path[dec])
-            ops["mtp_draft"] = scale(self._mtp_module(one, float(n) if own_head else 0.0), drafts)
+            rows = float(n) if own_head else 0.0  # one logits row per request and pass
+            ops["mtp_draft"] = combine(
+                *(
+                    scale(self._mtp_module(self._draft_segments(s, q), rows), times)
+                    for q, times in draft_passes(drafts)
+                )
+            )
         if drafts and not dec.all():  # the module's extend over the prompt fills its own KV
             pre = ~dec
             chunks = RankSegments(q=s.q[pre], k=s.k[pre], is_decode=dec[pre], path=s.path[pre])
             rows = float(s.sampling_prefills) if own_head else 0.0
             ops["mtp_prefill"] = self._mtp_module(chunks, rows)
         return ops
+
+    @staticmethod
+    def _draft_segments(s: RankSegments, width: int) -> RankSegments:
+        """A rank's decode requests as one MTP pass of `width` tokens each, over their caches."""
+        dec = s.is_decode
+        q = np.full(int(dec.sum()), float(width))
+        return RankSegments(q=q, k=s.k[dec], is_decode=dec[dec], path=s.path[dec])
 
     def _head(self, tokens: float) -> OpTime:
         """Logits of `tokens` rows: lm_head is held and run in BF16 whatever the weights'
@@ -316,10 +331,16 @@ class ServingCostModel(TwoBatchOverlap):
         ops["moe_elementwise"] = scale(act, m.moe_layers)
         drafts = d.mtp_draft_tokens
         if draft is not None and draft.unit_tokens > 0:
-            n_dec = draft.unit_tokens
-            act = routed_elementwise(pr, m, d, n_dec, True)
-            ops["mtp_draft_moe"] = scale(combine(self._routed_moe(n_dec, True), act), drafts)
-            comm = draft_comm(pr, m, d, self.gpu, draft, drafts)
+            passes = draft_passes(drafts)
+            moe = []
+            for width, times in passes:
+                n_dec = draft.unit_tokens * width
+                act = routed_elementwise(pr, m, d, n_dec, True)
+                moe.append(scale(combine(self._routed_moe(n_dec, True), act), times))
+            ops["mtp_draft_moe"] = combine(*moe)
+            comm = combine(
+                *(draft_comm(pr, m, d, self.gpu, draft.scaled(w), times) for w, times in passes)
+            )
             if comm.seconds > 0:
                 ops["mtp_draft_comm"] = comm
         if extend is not None and extend.unit_tokens > 0:  # the MTP module over prompt chunks
@@ -331,6 +352,25 @@ class ServingCostModel(TwoBatchOverlap):
         if d.dense_ffn == "unit":
             ops.update(unit_dense_ops(pr, self.ctx, d, self.gpu, load))
         return ops
+
+
+def _indexer_times_topk(profile: Profile | None) -> bool:
+    """Whether the profile's DSA indexer tables time the top-k selection with the logits
+    (`kernels_calib`'s `torch_bmm_topk`), so that it is not priced again; the published
+    `fp8_mqa_logits` tables time the logits kernel only."""
+    tables = [] if profile is None else profile.tables
+    return any(t.op.startswith("dsa_indexer") and "topk" in t.impl for t in tables)
+
+
+def draft_passes(drafts: int) -> list[tuple[int, int]]:
+    """The MTP module's passes per decode step, as (tokens per request, times): SGLang's draft
+    extend after verify runs the module over each request's accepted tokens + 1, padded to
+    drafts + 1 for its CUDA graph (`forward_draft_extend_after_decode`), and yields the first
+    draft token; the other drafts - 1 tokens take one single-token pass each."""
+    passes = [(drafts + 1, 1)]
+    if drafts > 1:
+        passes.append((1, drafts - 1))
+    return passes
 
 
 def _buckets(x: np.ndarray) -> np.ndarray:

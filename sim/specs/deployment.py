@@ -27,6 +27,15 @@ ROUTER_NAMES: tuple[str, ...] = get_args(RouterName)
 MLA_POLICY_NAMES: tuple[str, ...] = get_args(MlaPolicyName)
 PoolRole = Literal["prefill", "decode"]
 
+# Default routing skew: the Zipf exponent whose busiest EP32 GPU (DeepSeek-V3, 256 experts,
+# top-8, no EPLB) receives what it receives under aiconfigurator-core's default DeepSeek routing
+# (`power_law` with alpha 1.01: per-expert loads drawn from a bounded power law, the heaviest
+# EP group measured): 3.30x the mean GPU at 16K tokens per GPU. Its production-kernel table
+# (systems/data/h200_sxm/moe/sglang/0.5.10/wideep_context_moe_perf.parquet, EP32, 524,288
+# tokens) shows the same ratio in kernel time: 41.2 ms skewed against 12.7 ms balanced, 3.24x.
+# docs/cost-model.md ("Expert skew") gives the derivation; 0 is even routing.
+DEFAULT_EXPERT_ZIPF_EXPONENT = 0.77
+
 
 class Deployment(Spec):
     """One serving unit (colocated prefill and decode unless `role` says otherwise).
@@ -106,11 +115,13 @@ class Deployment(Spec):
         default=0, ge=0, description="Redundant expert replicas placed by EPLB (0 = no EPLB)."
     )
     expert_zipf_exponent: float = Field(
-        default=0.0,
+        default=DEFAULT_EXPERT_ZIPF_EXPONENT,
         ge=0.0,
         le=3.0,
         validation_alias=AliasChoices("expert_zipf_exponent", "expert_zipf_s"),
-        description="Zipf exponent of expert popularity (0 = even); unitless.",
+        description="Zipf exponent of expert popularity; unitless. Default 0.77: the busiest "
+        "EP32 GPU of DeepSeek-V3 gets what aiconfigurator-core's default routing (power law "
+        "1.01) gives it, 3.3x the mean without EPLB; 0 = even routing (perfect balance).",
     )
     chunked_prefill_tokens: int = Field(
         default=8192,
@@ -150,8 +161,12 @@ class Deployment(Spec):
         "--mem-fraction-static covers weights + KV only: to mimic it, set mem_fraction to it "
         "and activation_reserve_gb to 0.",
     )
-    activation_reserve_gb: float = Field(
-        default=4.0, ge=0.0, description="HBM kept per GPU for activations, graphs and buffers."
+    activation_reserve_gb: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="HBM (GB, 1e9 B) kept per GPU for activations, graphs and buffers. "
+        "Omitted: sized from the largest prefill chunk's forward plus the decode CUDA graphs' "
+        "pool (`sim.cost.activations`), as vLLM sizes it by profiling its largest batch.",
     )
     router: RouterName = Field(
         default="least_requests",

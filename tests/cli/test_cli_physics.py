@@ -136,13 +136,13 @@ def test_moe_tp_gives_the_scenario_tp8_plan() -> None:
     assert tp8["weights_bytes_per_gpu"] == plan.weights_bytes_per_gpu
     assert (tp8["moe_ep"], tp8["moe_tp"]) == (1, 8)
     # whole 64-token pages, as `mlasim run` counts: the default study's TP8 capacity (README)
-    assert tp8["kv_capacity_tokens_total_whole_pages"] == 662_272
+    assert tp8["kv_capacity_tokens_total_whole_pages"] == 693_824
     # without --moe-tp the experts stay EP-sharded, as Deployment's default: more weights
     ep8 = run_json("memory", *base)
     assert ep8["kv_capacity_tokens_per_gpu"] == plan_for(attn_tp=8).kv_capacity_tokens_per_gpu
     assert ep8["weights_bytes_per_gpu"] > tp8["weights_bytes_per_gpu"]
     dp8 = run_json("memory", *MEMORY[1:], "--gpus", "8", "--attn-tp", "1", "--moe-ep", "8")
-    assert dp8["kv_capacity_tokens_total_whole_pages"] == 3_510_784  # README's DP8 figure
+    assert dp8["kv_capacity_tokens_total_whole_pages"] == 3_694_080  # README's DP8 figure
 
 
 @pytest.mark.parametrize(

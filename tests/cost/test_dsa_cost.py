@@ -128,3 +128,20 @@ def test_sparse_decode_has_its_own_roofline_efficiency() -> None:
     prefill = cost.estimate("dsa_attn_prefill", key=prefill_attrs, point={}, flops=flops, bytes_=1)
     expected = flops / (peak * r.attention_compute_efficiency.value) + launch
     assert prefill.seconds == pytest.approx(expected)
+
+
+def test_top_k_selection_is_priced_unless_the_indexer_table_times_it() -> None:
+    """The published indexer tables (InferSim's fp8_mqa_logits) time the logits kernel only:
+    the top-k selection is priced on its own, one read of the fp32 logits and a write of the
+    top-k int32 indices. kernels_calib's indexer (torch_bmm_topk) times both: no second op."""
+    d = Deployment(name="ep16", nodes=2, attn_tp=1)
+    cm = ServingCostModel(V32, H800, d, H800_PUB)
+    calls = record_ops(cm)
+    cm.step_cost(one_segment(1, 32768, decode=True))
+    ((_, _, flops, nbytes, t),) = [c for c in calls if c[0] == "dsa_topk"]
+    assert flops == 0.0 and nbytes == 4.0 * 32768 + 4.0 * 2048
+    assert t.source == "roofline" and t.seconds > 0
+    measured = ServingCostModel(V32, load_gpu("h200"), d, load_profile("h200-measured"))
+    calls = record_ops(measured)
+    measured.step_cost(one_segment(1, 32768, decode=True))
+    assert not [c for c in calls if c[0] == "dsa_topk"]

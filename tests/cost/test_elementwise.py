@@ -246,7 +246,9 @@ def test_mtp_draft_counts_its_layer_kernels(monkeypatch: pytest.MonkeyPatch) -> 
     draft = by_name(ew.draft_kernels(cm.ctx, decode(64, 2048)))
     assert draft["mtp_input_norms"].layers == 2 and draft["router"].layers == 1
     assert "dense_silu_mul" not in draft
-    alone = ew.draft_elementwise(cm.pricer, cm.ctx, decode(64, 2048)).seconds
+    # one draft: the draft extend runs the module over accepted + 1 tokens, padded to 2
+    extend = ServingCostModel._draft_segments(s, 2)
+    alone = ew.draft_elementwise(cm.pricer, cm.ctx, extend).seconds
     from sim.cost import serving
 
     monkeypatch.setattr(serving, "draft_elementwise", lambda *a: ew.price(cm.pricer, []))

@@ -33,6 +33,8 @@ def unit(counts: list[int], kv: list[int], s_q: int = 1) -> BatchShape:
 
 
 def ep32(**kw: object) -> Deployment:
+    """EP32 with even routing unless `kw` says otherwise (DeepEP's benchmarks route evenly)."""
+    kw = {"expert_zipf_exponent": 0.0, **kw}
     return Deployment(name="ep32", nodes=4, attn_tp=1, **kw)  # type: ignore[arg-type]
 
 
@@ -54,6 +56,23 @@ def test_skewed_routing_grows_the_exchange_with_the_busiest_receiver() -> None:
     # EPLB replicas bring the busiest receiver back near the mean
     eplb = ServingCostModel(V3, H800, ep32(expert_zipf_exponent=1.2, eplb_redundant_experts=32))
     assert comm(eplb.step_cost(batch))[0] < 1.2 * comm(even)[0]
+
+
+def test_the_layouts_own_imbalance_sizes_the_receiver() -> None:
+    """256 experts on 72 GPUs without EPLB: the busiest GPU holds 4 experts against a mean of
+    256 / 72 = 3.56, so under even routing it receives 4 / 3.56 = 1.125x a GPU of DeepEP's
+    benchmark layout (equal experts per GPU). 32 EPLB replicas (288 = 4 x 72 slots) halve 32
+    experts, but 8 GPUs still hold 4 whole ones: the same 1.125x. EP32 divides evenly: 1.0x."""
+    ep72 = Deployment(name="ep72", nodes=9, attn_tp=1, expert_zipf_exponent=0)
+    tokens = 72 * 256
+    assert receive_skew(V3, ep72, tokens) == pytest.approx(1.125, rel=0.01)
+    eplb = ep72.model_copy(update={"eplb_redundant_experts": 32})
+    assert receive_skew(V3, eplb, tokens) == pytest.approx(1.125, rel=0.01)
+    assert receive_skew(V3, ep32(expert_zipf_exponent=0), 32 * 128) == pytest.approx(1.0)
+    # the exchange is sized by that receiver, not by the mean sender's 256 tokens
+    load = CommLoad(rank_tokens=256, sender_tokens=256, unit_tokens=tokens, decode_only=True)
+    per_gpu = comm_ops.ep_tokens_per_gpu(V3, ep72, load)
+    assert per_gpu == pytest.approx(256 * receive_skew(V3, ep72, tokens), rel=1e-12)
 
 
 def test_even_routing_keeps_deepeps_published_point() -> None:
@@ -106,16 +125,19 @@ def test_each_overlap_half_is_sized_by_its_busiest_sender(monkeypatch: pytest.Mo
 
 
 def test_mtp_draft_passes_pay_their_exchange() -> None:
-    """Each draft pass runs one MoE layer over the decode requests (one token each): its
-    dispatch and combine are one layer's, at half the verify step's S = 2 tokens."""
+    """Each draft pass runs one MoE layer over the decode requests: the draft extend over the
+    verify width (accepted + 1, padded to drafts + 1 = 3 tokens each), then one pass of one
+    token; its dispatch and combine are one layer's at 3 tokens, plus one at a third of them
+    (on the datasheet link bandwidth, linear in bytes)."""
     d = ep32(mtp_draft_tokens=2, mtp_acceptance=(0.8,))
     step = ServingCostModel(V3, H800, d).step_cost(unit([64] * 32, [4096] * 32, s_q=3))
     one_layer = sum(comm(step)) / V3.moe_layers
-    assert step.ops["mtp_draft_comm"].seconds == pytest.approx(2 * one_layer / 3, rel=1e-9)
+    assert step.ops["mtp_draft_comm"].seconds == pytest.approx(4 * one_layer / 3, rel=1e-9)
     tp = Deployment(name="tp", attn_tp=8, moe_tp=8, mtp_draft_tokens=1, mtp_acceptance=(0.8,))
     tp_step = ServingCostModel(V3, load_gpu("h200"), tp).step_cost(unit([64], [4096], s_q=2))
     per_layer = tp_step.ops["tp_allreduce"].seconds / V3.num_layers
-    assert tp_step.ops["mtp_draft_comm"].seconds == pytest.approx(per_layer / 2, rel=1e-9)
+    # the draft extend over 2 tokens per request: one layer's all-reduces at the verify width
+    assert tp_step.ops["mtp_draft_comm"].seconds == pytest.approx(per_layer, rel=1e-9)
 
 
 def test_low_latency_copies_split_into_nvlink_and_rdma() -> None:

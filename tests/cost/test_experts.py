@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.cost.experts import busiest_gpu_tokens, cap_shares, zipf_popularity
+from sim.cost.experts import busiest_gpu_tokens, cap_shares, static_gpu_shares, zipf_popularity
 
 
 def test_no_expert_gets_more_than_every_token() -> None:
@@ -37,3 +37,18 @@ def test_capping_lowers_the_busiest_gpu_under_strong_skew() -> None:
     assert busiest_gpu_tokens(pairs, 256, 32, 0.0, 0, 8) == busiest_gpu_tokens(
         pairs, 256, 32, 0.0, 0
     )
+
+
+def test_default_skew_matches_the_production_tables_routing() -> None:
+    """The default Zipf exponent gives DeepSeek-V3's busiest EP32 GPU (no EPLB) 3.30x the mean
+    load: what aiconfigurator-core's default DeepSeek routing (power law 1.01) gives it at 16K
+    tokens per GPU, and what its H200 MoE table's skewed-to-balanced latency shows (3.24x).
+    Even routing stays one setting away."""
+    from sim.specs import Deployment
+    from sim.specs.deployment import DEFAULT_EXPERT_ZIPF_EXPONENT
+
+    assert Deployment(name="d").expert_zipf_exponent == DEFAULT_EXPERT_ZIPF_EXPONENT
+    shares = static_gpu_shares(256, 32, DEFAULT_EXPERT_ZIPF_EXPONENT, 0, 8)
+    assert shares[0] * 32 == pytest.approx(3.30, abs=0.02)
+    assert Deployment(name="even", expert_zipf_exponent=0).expert_zipf_exponent == 0.0
+    assert static_gpu_shares(256, 32, 0.0, 0, 8)[0] * 32 == pytest.approx(1.0)

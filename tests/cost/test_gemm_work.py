@@ -40,17 +40,34 @@ def gemms(calls: list[Call], k: int, n: int) -> list[Call]:
 
 
 def test_deepgemm_table_point_comes_back_inside_a_step() -> None:
-    """DeepGEMM's kv_a projection (7168 -> 576) at m = 256 (InferSim's H800 table: 10.283 us):
-    the FP8 GEMM reads its input in FP8 (the BF16 read is the quant kernel's), as the table
-    counts it, so a rank of 256 decode requests prices it at exactly the table's latency."""
+    """DeepGEMM's q_b projection (1536 -> 128 x 192) at m = 256 (InferSim's H800 table:
+    26.656 us): the FP8 GEMM reads its input in FP8 (the BF16 read is the quant kernel's), as
+    the table counts it, so a rank of 256 decode requests prices it at exactly the table's
+    latency."""
     cm = ServingCostModel(V3, H800, Deployment(name="dp", nodes=2, attn_tp=1), H800_PUB)
     calls = spied(cm)
     cm.step_cost(decode(16, 256, 4096))
-    ((_, attrs, _, nbytes, dtype, t),) = gemms(calls, 7168, 576)
+    ((_, attrs, _, nbytes, dtype, t),) = gemms(calls, 1536, 24576)
     assert attrs["m"] == 256 and dtype == "fp8"
-    assert nbytes == 7168 * 576 + 256 * 7168 + 2 * 256 * 576  # FP8 weights and input, BF16 out
+    assert nbytes == 1536 * 24576 + 256 * 1536 + 2 * 256 * 24576  # FP8 weights and input, BF16 out
     assert t.source == "published" and not t.extrapolated
-    assert t.seconds == pytest.approx(10.283e-6, rel=1e-9)
+    assert t.seconds == pytest.approx(26.656e-6, rel=1e-9)
+
+
+def test_q_a_and_kv_a_run_as_one_gemm() -> None:
+    """SGLang fuses q_a (7168 -> 1536) and kv_a (7168 -> 576) into one GEMM over the same
+    input (`fused_qkv_a_proj_with_mqa`): one 7168 -> 2112 GEMM, its weights read once, priced
+    at its own n (no table has it: extrapolated from the nearest DeepGEMM key)."""
+    cm = ServingCostModel(V3, H800, Deployment(name="dp", nodes=2, attn_tp=1), H800_PUB)
+    calls = spied(cm)
+    cm.step_cost(decode(16, 256, 4096))
+    assert not gemms(calls, 7168, 576) and not gemms(calls, 7168, 1536)
+    ((_, _, flops, nbytes, _, t),) = gemms(calls, 7168, 2112)
+    assert flops == 2.0 * 256 * 7168 * 2112
+    assert nbytes == 7168 * 2112 + 256 * 7168 + 2 * 256 * 2112
+    assert t.extrapolated
+    # one read of the fused weights costs less than the two GEMMs' tables at the same m
+    assert t.seconds < (10.283 + 13.062) * 1e-6
 
 
 def test_bf16_weights_keep_bf16_inputs() -> None:
@@ -58,8 +75,8 @@ def test_bf16_weights_keep_bf16_inputs() -> None:
     cm = ServingCostModel(V3, H200, d)
     calls = spied(cm)
     cm.step_cost(decode(32, 8, 4096))
-    ((_, _, _, nbytes, dtype, _),) = gemms(calls, 7168, 576)
-    assert dtype == "bf16" and nbytes == 2 * (7168 * 576 + 8 * 7168 + 8 * 576)
+    ((_, _, _, nbytes, dtype, _),) = gemms(calls, 7168, 2112)
+    assert dtype == "bf16" and nbytes == 2 * (7168 * 2112 + 8 * 7168 + 8 * 2112)
 
 
 def test_heads_router_and_eh_proj_run_in_bf16_with_fp8_weights() -> None:
@@ -78,7 +95,7 @@ def test_heads_router_and_eh_proj_run_in_bf16_with_fp8_weights() -> None:
     assert step.ops["lm_head"].seconds == pytest.approx(
         (weights + 2 * 2 * (h + vocab)) / H200.hbm_bytes_per_s, rel=1e-9
     )
-    assert {c[4] for c in gemms(calls, h, 576)} == {"fp8"}  # the projections stay FP8
+    assert {c[4] for c in gemms(calls, h, 2112)} == {"fp8"}  # the projections stay FP8
 
 
 def test_launch_is_paid_once_per_call_whatever_the_work_ratio() -> None:

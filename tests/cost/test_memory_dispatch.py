@@ -56,9 +56,15 @@ def test_mtp_and_fp8_and_dsa_change_bytes_per_token() -> None:
     mtp = plan_memory(V3, H200, Deployment(name="b", mtp_draft_tokens=1, mtp_acceptance=(0.8,)))
     assert mtp.kv_bytes_per_token_per_gpu == base + 576 * 2  # the MTP layer's own KV
     fp8 = plan_memory(V3, H200, Deployment(name="c", kv_dtype="fp8"))
-    assert fp8.kv_bytes_per_token_per_gpu == 656 * 61
+    # dense MLA stores FP8 KV at one scale per tensor: 576 B, half of BF16 (2.0x the tokens)
+    assert fp8.kv_bytes_per_token_per_gpu == 576 * 61
     dsa = plan_memory(V32, H200, Deployment(name="d"))
     assert dsa.kv_bytes_per_token_per_gpu == (1152 + 132) * 61
+    # DSA's sparse kernels read FlashMLA's sparse FP8 layout: 512 FP8 + 4 fp32 scales + 64 BF16
+    dsa_fp8 = plan_memory(V32, H200, Deployment(name="e", kv_dtype="fp8"))
+    assert dsa_fp8.kv_bytes_per_token_per_gpu == (656 + 132) * 61
+    dense_fp8 = plan_memory(V32, H200, Deployment(name="f", kv_dtype="fp8", dsa="off"))
+    assert dense_fp8.kv_bytes_per_token_per_gpu == 576 * 61
 
 
 def test_mtp_on_a_model_without_mtp_modules_holds_an_assumed_one() -> None:

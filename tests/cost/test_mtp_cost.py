@@ -32,7 +32,9 @@ def test_a_draft_pass_runs_no_dense_mlp() -> None:
         return price(op, attrs, flops, bytes_, dtype)
 
     cm.pricer.op = spy  # type: ignore[method-assign]
-    requests = 8  # per rank, verify width 2: the target runs 16 tokens, a draft pass 8
+    # per rank, verify width 2: the target runs 16 tokens, and so does the draft extend (the
+    # accepted tokens + 1, padded to 2)
+    requests = 8
     batch = BatchShape(
         num_ranks=16,
         rank=np.repeat(np.arange(16), requests),
@@ -45,7 +47,49 @@ def test_a_draft_pass_runs_no_dense_mlp() -> None:
     assert {m for k, n, m in calls if (k, n) == (dense, V3.hidden_size)} == {2 * requests}
     shared = V3.moe.n_shared_experts * V3.moe.moe_intermediate_size
     shared_m = {m for k, n, m in calls if (k, n) == (shared, V3.hidden_size)}
-    assert shared_m == {requests, 2 * requests}
+    assert shared_m == {2 * requests}
+
+
+def test_the_draft_extend_runs_over_the_verify_width() -> None:
+    """SGLang's draft extend after verify runs the MTP module over each request's accepted
+    tokens + 1, padded to drafts + 1; the other drafts - 1 tokens take single-token passes.
+    Two drafts, 8 requests per rank: the module's shared expert runs at m = 24, then 8."""
+    d2 = {"mtp_draft_tokens": 2, "mtp_acceptance": (0.8, 0.6)}
+    cm = ServingCostModel(V3, H200, ep16(**d2))
+    calls: list[tuple[int, int, float]] = []
+    price = cm.pricer.op
+
+    def spy(op: str, attrs: dict[str, object], flops: float, bytes_: float, dtype: str = "bf16"):  # type: ignore[no-untyped-def]
+        if op == "gemm":
+            calls.append((int(attrs["k"]), int(attrs["n"]), float(attrs["m"])))  # type: ignore[call-overload]
+        return price(op, attrs, flops, bytes_, dtype)
+
+    cm.pricer.op = spy  # type: ignore[method-assign]
+    requests = 8
+    batch = BatchShape(
+        num_ranks=16,
+        rank=np.repeat(np.arange(16), requests),
+        new_tokens=np.full(16 * requests, 3),
+        kv_tokens=np.full(16 * requests, 4096),
+        is_decode=np.ones(16 * requests, dtype=bool),
+    )
+    step = cm.step_cost(batch)
+    shared = V3.moe.n_shared_experts * V3.moe.moe_intermediate_size
+    shared_m = sorted(m for k, n, m in calls if (k, n) == (shared, V3.hidden_size))
+    assert shared_m == [requests, 3 * requests, 3 * requests]  # draft pass, extend, target
+    # the module's routed experts follow: one pass over 3 tokens per request, one over 1
+    from sim.cost.elementwise import routed_elementwise
+
+    def routed(tokens: float) -> float:
+        act = routed_elementwise(cm.pricer, V3, cm.deployment, tokens, True)
+        return cm._routed_moe(tokens, True).seconds + act.seconds
+
+    unit = 16.0 * requests
+    expected = routed(3 * unit) + routed(unit)
+    assert step.ops["mtp_draft_moe"].seconds == pytest.approx(expected, rel=1e-9)
+    from sim.cost.serving import draft_passes
+
+    assert draft_passes(1) == [(2, 1)] and draft_passes(3) == [(4, 1), (1, 2)]
 
 
 def prefill(samples: bool) -> BatchShape:

@@ -98,7 +98,8 @@ def test_one_request_per_rank_is_not_split() -> None:
 
 def test_one_small_rank_does_not_switch_the_overlap_off() -> None:
     """A rank with one request puts it in the second micro-batch; the others still overlap."""
-    cm = ServingCostModel(V3, H800, Deployment(name="on", nodes=4, two_batch_overlap=True))
+    d = Deployment(name="on", nodes=4, two_batch_overlap=True, expert_zipf_exponent=0)
+    cm = ServingCostModel(V3, H800, d)
     full = cm.step_cost(decode([256] * 32)).overlap_saved_s
     assert full > 0
     assert cm.step_cost(decode([256] * 31 + [1])).overlap_saved_s == pytest.approx(full, rel=0.01)
@@ -123,8 +124,76 @@ def _step(new: list[list[int]], tbo: bool) -> float:
 def test_two_batches_only_when_every_rank_runs_the_same_forward_mode() -> None:
     """SGLang splits a step only when all busy DP ranks agree: all decode or all extend."""
     decode, chunk = [1] * 256, [1] * 255 + [512]
-    assert _step([decode] * 16, tbo=True) > 0  # all decode
+    # all decode: split (on the datasheet roofline EP16's exchange is short, and the hook
+    # kernels' SM time on the compute stream can outweigh what it hides)
+    assert _step([decode] * 16, tbo=True) != 0
     assert _step([chunk] * 16, tbo=True) > 0  # all extend (a chunk beside decode requests)
-    assert _step([[]] * 8 + [decode] * 8, tbo=True) > 0  # idle ranks do not vote
+    assert _step([[]] * 8 + [decode] * 8, tbo=True) != 0  # idle ranks do not vote
     assert _step([chunk] + [decode] * 15, tbo=True) == 0  # one rank prefills: the step runs whole
     assert _step([decode] * 16, tbo=False) == 0
+
+
+def test_low_latency_send_and_receive_run_on_the_compute_stream() -> None:
+    """One layer by hand, send 0.5 and receive 0.25 on the compute stream: A1 0-1 + send
+    -1.5, A2 -3.0; D1 1.5-2.5, D2 3.0-4.0; M1 recv + M + send 3.0-5.75, M2 -8.5; C1 5.75-6.75,
+    C2 8.5-9.5; the combines' receives 8.5-8.75 and 9.5-9.75."""
+    mb = Stage(1.0, 1.0, 2.0, 1.0, send_s=0.5, recv_s=0.25)
+    assert _schedule(mb, mb, 1) == pytest.approx(9.75)
+    assert micro_batch_step(mb, mb, 40) == pytest.approx(_schedule(mb, mb, 40), rel=1e-9)
+
+
+def test_hook_kernels_cost_the_decode_overlap_sm_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At EP72 with 256 requests per GPU on H800's published kernels, the low-latency
+    kernels' send and receive on the compute stream take part of what two-batch overlap
+    hides (the transfer left on the communication stream is shorter by as much, which
+    helps only where communication is the longer side: on the datasheet roofline it is)."""
+    from sim.catalog.profiles import load_profile
+    from sim.cost import overlap
+
+    pub = load_profile("h800-published")
+
+    d = Deployment(name="on", nodes=9, attn_tp=1, two_batch_overlap=True, eplb_redundant_experts=32)
+    batch = decode([256] * 72, kv=2000)
+    with_hooks = ServingCostModel(V3, H800, d, pub).step_cost(batch)
+    monkeypatch.setattr(overlap, "LOW_LATENCY_SEND_S", 0.0)
+    monkeypatch.setattr(overlap, "LOW_LATENCY_RECV_S", 0.0)
+    without = ServingCostModel(V3, H800, d, pub).step_cost(batch)
+    assert 0 < with_hooks.overlap_saved_s < without.overlap_saved_s
+
+
+def test_only_the_moe_layers_are_split() -> None:
+    """SGLang splits the MoE layers only: the head (and the first dense layers, the MTP draft)
+    run once over the whole batch, so a dearer head changes the step but not the saving."""
+    d = Deployment(name="on", nodes=2, attn_tp=1, two_batch_overlap=True)
+    batch = decode([128] * 16)
+    big_head = V3.model_copy(update={"vocab_size": 2 * V3.vocab_size})
+    steps = [ServingCostModel(m, H800, d).step_cost(batch) for m in (V3, big_head)]
+    assert steps[1].duration_s > steps[0].duration_s
+    assert steps[1].overlap_saved_s == pytest.approx(steps[0].overlap_saved_s, rel=1e-9)
+    from sim.cost.overlap import moe_layer_share
+
+    assert moe_layer_share(V3, "dense_mlp") == 0.0 and moe_layer_share(V3, "moe_gate") == 1.0
+    assert moe_layer_share(V3, "attn_proj") == pytest.approx(58 / 61)
+
+
+def test_compute_beside_normal_kernels_runs_on_the_sms_they_leave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DeepEP's normal (prefill) kernels hold 24 of 132 SMs (its README's inference-prefill
+    setting): a prefill step's overlapped compute is slower than with 20, so it saves less."""
+    from sim.cost import overlap
+
+    assert round(132 * overlap.NORMAL_KERNEL_SM_SHARE, 9) == 24
+    rank = np.arange(16)
+    batch = BatchShape(
+        num_ranks=16,
+        rank=rank,
+        new_tokens=np.full(16, 4096),
+        kv_tokens=np.full(16, 4096),
+        is_decode=np.zeros(16, dtype=bool),
+    )
+    d = Deployment(name="on", nodes=2, attn_tp=1, two_batch_overlap=True)
+    saved_24 = ServingCostModel(V3, H800, d).step_cost(batch).overlap_saved_s
+    monkeypatch.setattr(overlap, "NORMAL_KERNEL_SM_SHARE", 20 / 132)
+    saved_20 = ServingCostModel(V3, H800, d).step_cost(batch).overlap_saved_s
+    assert saved_24 < saved_20
