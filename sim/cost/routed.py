@@ -16,7 +16,7 @@ from sim.cost.experts import balanced_busiest_tokens, busiest_gpu_tokens
 from sim.cost.layer_ops import compute_dtype, weight_excess_bytes
 from sim.cost.op_work import op_work
 from sim.cost.pricing import ZERO, Pricer, combine
-from sim.specs.deployment import Deployment
+from sim.specs.deployment import DEFAULT_EXPERT_ZIPF_EXPONENT, Deployment
 from sim.specs.model import ModelSpec
 
 
@@ -90,10 +90,22 @@ def routed_gemms(
     return combine(*times)
 
 
+# The default Zipf exponent is defined as the one matching aiconfigurator-core's default routing,
+# a power law of exponent 1.01 (`sim.specs.deployment`): the two laws have different forms, so
+# only these two points correspond exactly; any other exponent reads the nearest table, flagged.
+_TABLE_POWER_LAW = {0.0: 0.0, DEFAULT_EXPERT_ZIPF_EXPONENT: 1.01}
+
+
+def table_power_law(zipf_exponent: float) -> float:
+    """The fused-MoE tables' `power_law_alpha` for a deployment's Zipf exponent: 0 (balanced)
+    and the default (aiconfigurator-core's 1.01) exactly; other exponents as given."""
+    return _TABLE_POWER_LAW.get(zipf_exponent, zipf_exponent)
+
+
 def fused_moe(pr: Pricer, model: ModelSpec, d: Deployment, unit_tokens: float) -> OpTime:
     """One MoE layer's routed experts from a fused-MoE table (`moe` op): the unit's tokens
     routed top-k over the experts split EP x TP, timed on the busiest GPU at the table's
-    expert-load power law nearest the deployment's Zipf exponent, so the skew's cost is the
+    expert-load power law of the deployment's skew (`table_power_law`), so the skew's cost is the
     measured one (tables are without EPLB replicas; with them the grouped-GEMM path runs)."""
     moe = model.moe
     attrs = {
@@ -104,7 +116,7 @@ def fused_moe(pr: Pricer, model: ModelSpec, d: Deployment, unit_tokens: float) -
         "experts": moe.n_routed_experts,
         "moe_tp": d.moe_tp,
         "moe_ep": d.ep,
-        "power_law_alpha": d.expert_zipf_exponent,
+        "power_law_alpha": table_power_law(d.expert_zipf_exponent),
     }
     dtype = compute_dtype(d.weight_dtype)
     flops, bytes_ = op_work("moe", attrs, dtype=dtype)

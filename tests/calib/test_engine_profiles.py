@@ -105,3 +105,14 @@ def test_routed_experts_come_from_the_fused_table_and_skew_costs_what_it_measure
         point = next(p for p in table[alpha].points if p.at["tokens"] == 512)
         assert got.seconds == pytest.approx(layers * point.latency_us_p50 * 1e-6, rel=1e-9)
     assert skewed.seconds > even.seconds
+
+
+def test_default_skew_reads_the_measured_power_law_table() -> None:
+    """The default Zipf exponent is defined as aiconfigurator-core's power law 1.01: its routed
+    experts read that table as measured, and even routing reads the balanced one."""
+    from sim.cost.routed import table_power_law
+    from sim.specs.deployment import DEFAULT_EXPERT_ZIPF_EXPONENT
+
+    assert table_power_law(DEFAULT_EXPERT_ZIPF_EXPONENT) == 1.01
+    assert table_power_law(0.0) == 0.0
+    assert table_power_law(1.2) == 1.2
