@@ -177,7 +177,8 @@ def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
         check_data(data)
     except LimitError as exc:
         field, _, message = str(exc).partition(": ")
-        raise ScenarioError(p, [FieldProblem(yaml_line(text, keys(field)), field, message)])
+        line = yaml_line(text, keys(field))
+        raise ScenarioError(p, [FieldProblem(line, field, message)]) from None
     data = resolve_paths(data, p.parent)
     try:
         scenario = Scenario.model_validate(data)
@@ -210,7 +211,8 @@ def load_scenario(path: str | Path) -> Scenario:
         check_size(p.stat().st_size, "(file)")
         text = p.read_text()
     except LimitError as exc:
-        raise ScenarioError(p, [FieldProblem(None, "(file)", str(exc).partition(": ")[2])]) from None
+        message = str(exc).partition(": ")[2]
+        raise ScenarioError(p, [FieldProblem(None, "(file)", message)]) from None
     except UnicodeDecodeError:
         message = "not a UTF-8 text file (a scenario is YAML text)"
         raise ScenarioError(p, [FieldProblem(None, "(file)", message)]) from None

@@ -74,7 +74,7 @@ def current_limits() -> Limits:
     return SETS[name]
 
 
-def _over(field: str, figure: str, limit: str, fix: str) -> LimitError:
+def over_limit(field: str, figure: str, limit: str, fix: str) -> LimitError:
     how = f"{fix}, or set {ENV}=big (mlasim --limits big) on a machine with the memory"
     return LimitError(f"{field}: {figure}, over the limit of {limit}; {how}")
 
@@ -126,7 +126,7 @@ def check_data(data: Any, what: str = "", limits: Limits | None = None) -> None:
 def check_text_size(size_bytes: int, what: str, limits: Limits | None = None) -> None:
     lim = limits or current_limits()
     if size_bytes > lim.max_file_bytes:
-        raise _over(
+        raise over_limit(
             what, f"a file of {size_bytes / 2**20:,.1f} MiB", f"{lim.max_file_bytes / 2**20:g} MiB",
             "split or shorten it",
         )  # fmt: skip
@@ -143,7 +143,7 @@ def check_step_log(rows: int, ranks_per_unit: int, ops: int, limits: Limits | No
     lim = limits or current_limits()
     size = step_log_bytes(rows, ranks_per_unit, ops)
     if size > lim.max_step_log_bytes:
-        raise _over(
+        raise over_limit(
             "run.duration_s",
             f"the run's step log would reach {size / 2**30:.2f} GiB ({rows:,} steps of "
             f"{ranks_per_unit} ranks)",
@@ -156,7 +156,7 @@ def check_wall(elapsed_s: float, what: str, limits: Limits | None = None) -> Non
     """LimitError when a simulation has run `elapsed_s` wall seconds, past `max_wall_s`."""
     lim = limits or current_limits()
     if elapsed_s > lim.max_wall_s:
-        raise _over(
+        raise over_limit(
             what, f"the simulation has run {elapsed_s:,.0f} s of wall time",
             f"{lim.max_wall_s:,.0f} s", "shorten run.duration_s or lower the load",
         )  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sim.specs.deployment import Deployment, PdDeployment
-from sim.specs.limits import Limits, LimitError, _over, check_data, current_limits
+from sim.specs.limits import LimitError, Limits, check_data, current_limits, over_limit
 from sim.specs.workload import (
     ClosedWorkload,
     EmpiricalLength,
@@ -31,7 +31,7 @@ def _lengths(name: str, dist: Any, lim: Limits) -> None:
     if dist is None:
         return
     if isinstance(dist, FixedLength):
-        tokens = {"tokens": dist.tokens}
+        tokens: dict[str, float] = {"tokens": dist.tokens}
     elif isinstance(dist, UniformLength):
         tokens = {"min_tokens": dist.min_tokens, "max_tokens": dist.max_tokens}
     elif isinstance(dist, LognormalLength):
@@ -39,7 +39,7 @@ def _lengths(name: str, dist: Any, lim: Limits) -> None:
         tokens |= {"max_tokens": dist.max_tokens} if dist.max_tokens is not None else {}
     elif isinstance(dist, EmpiricalLength):
         if len(dist.values) > lim.max_empirical_values:
-            raise _over(
+            raise over_limit(
                 f"workload.{name}.values", f"{len(dist.values):,} values",
                 f"{lim.max_empirical_values:,}", "give a histogram with weights instead",
             )  # fmt: skip
@@ -48,7 +48,7 @@ def _lengths(name: str, dist: Any, lim: Limits) -> None:
         return
     for field, value in tokens.items():
         if value > lim.max_tokens:
-            raise _over(
+            raise over_limit(
                 f"workload.{name}.{field}", f"{value:.4g} tokens", f"{lim.max_tokens:,} tokens",
                 "give a realistic length (contexts are at most a few hundred thousand tokens)",
             )  # fmt: skip
@@ -66,25 +66,26 @@ def _deployment(i: int, dep: Deployment | PdDeployment, lim: Limits) -> int:
     for pool, d in _pools(dep):
         at = f"deployments[{i}] ({dep.name}){pool}"
         if d.gpus > lim.max_gpus_per_unit:
-            raise _over(
+            raise over_limit(
                 f"{at}.nodes", f"{d.nodes:,} nodes x {d.gpus_per_node:,} GPUs = {d.gpus:,} GPUs "
                 "in one unit", f"{lim.max_gpus_per_unit:,}", "use replicas for more units",
             )  # fmt: skip
         if d.replicas > lim.max_replicas:
-            raise _over(f"{at}.replicas", f"{d.replicas:,}", f"{lim.max_replicas:,}", "use fewer")
+            limit = f"{lim.max_replicas:,}"
+            raise over_limit(f"{at}.replicas", f"{d.replicas:,}", limit, "use fewer")
         ranks = d.attn_dp * d.replicas
         if ranks > lim.max_total_ranks:
-            raise _over(
+            raise over_limit(
                 f"{at}.replicas", f"{ranks:,} attention ranks in all", f"{lim.max_total_ranks:,}",
                 "use fewer replicas or a larger attn_tp",
             )  # fmt: skip
         for field in ("chunked_prefill_tokens", "page_size_tokens"):
             if getattr(d, field) > lim.max_tokens:
-                raise _over(
+                raise over_limit(
                     f"{at}.{field}", f"{getattr(d, field):,}", f"{lim.max_tokens:,}", "lower it"
                 )
         if d.max_running_requests > lim.max_in_flight:
-            raise _over(
+            raise over_limit(
                 f"{at}.max_running_requests", f"{d.max_running_requests:,}",
                 f"{lim.max_in_flight:,}", "lower it",
             )  # fmt: skip
@@ -107,7 +108,7 @@ def _requests(sc: Scenario, ranks: int, lim: Limits) -> None:
                 f"{w.rate_req_s * run.duration_s:,.0f} requests"
             )
         if n > lim.max_requests:
-            raise _over(
+            raise over_limit(
                 field, figure, f"{lim.max_requests:,} requests per run",
                 "lower the rate or shorten run.duration_s (or cap run.max_requests)",
             )  # fmt: skip
@@ -115,9 +116,10 @@ def _requests(sc: Scenario, ranks: int, lim: Limits) -> None:
         users = w.concurrency or (w.concurrency_per_rank or 0) * ranks
         field = "workload.concurrency" if w.concurrency else "workload.concurrency_per_rank"
         if users > lim.max_in_flight:
-            raise _over(field, f"{users:,} users in flight", f"{lim.max_in_flight:,}", "lower it")
+            limit = f"{lim.max_in_flight:,}"
+            raise over_limit(field, f"{users:,} users in flight", limit, "lower it")
         if w.ramp_s > lim.max_sim_time_s:
-            raise _over(
+            raise over_limit(
                 "workload.ramp_s", f"{w.ramp_s:.4g} s", f"{lim.max_sim_time_s:.4g} s", "shorten it"
             )
 
@@ -129,12 +131,12 @@ def check_scenario_limits(sc: Scenario, limits: Limits | None = None) -> None:
     check_data(sc.model_dump(mode="python", by_alias=False), limits=lim)
     run = sc.run
     if run.duration_s is not None and run.duration_s > lim.max_sim_time_s:
-        raise _over(
+        raise over_limit(
             "run.duration_s", f"{run.duration_s:.4g} s simulated", f"{lim.max_sim_time_s:.4g} s",
             "shorten it",
         )  # fmt: skip
     if run.max_requests is not None and run.max_requests > lim.max_requests:
-        raise _over(
+        raise over_limit(
             "run.max_requests", f"{run.max_requests:,}", f"{lim.max_requests:,}", "lower it"
         )
     for name in ("input", "output", "prefix_cache_tokens"):
