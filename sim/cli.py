@@ -99,6 +99,10 @@ def run_app(port: int = typer.Option(8501, help="Local port.")) -> None:
         str(port),
         "--server.address",
         "127.0.0.1",
+        "--server.maxUploadSize",
+        "16",
+        "--client.showErrorDetails",
+        "none",
     ]
     raise typer.Exit(code=subprocess.call(cmd))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from types import ModuleType, TracebackType
@@ -52,6 +53,39 @@ def run_scenario_json(scenario_json: str) -> dict[str, Any]:
         raise RunError("; ".join(error_lines(exc))) from None
     except ValueError as exc:
         raise RunError(str(exc)) from None
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PARENT_POLL_S = 1.0
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Pool-worker initializer: the worker ends when the process that started it does, even if
+    that one was SIGKILLed (no cleanup ran). Linux: the kernel sends SIGKILL on the parent's
+    death (prctl PR_SET_PDEATHSIG); elsewhere, and as a backstop, a daemon thread polls the
+    parent pid."""
+    import signal
+    import threading
+    import time
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before the call above took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 class Backend(Protocol):
@@ -118,7 +152,10 @@ class ProcessBackend(_Closing):
     def _pool(self) -> Executor:
         if self._executor is None:
             ctx = multiprocessing.get_context("spawn")
-            self._executor = ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx)
+            self._executor = ProcessPoolExecutor(
+                max_workers=self.jobs, mp_context=ctx, initializer=die_with_parent,
+                initargs=(os.getpid(),),
+            )  # fmt: skip
         return self._executor
 
     def run(
