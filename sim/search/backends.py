@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from sim.specs.scenario import Scenario
 
 ProgressFn = Callable[[int, int], None]  # (scenarios finished, scenarios in this run)
+ERROR_KEY = "error"  # keep_going: a failed scenario's result is {"error": message}
 RAY_INSTALL_HINT = "pip install 'mlasim[dist]'"
 
 
@@ -43,12 +44,13 @@ def run_scenario_json(scenario_json: str) -> dict[str, Any]:
     Raises RunError with the message of any ValueError (pydantic's, the cost model's, a
     trace's): a plain exception with one string argument crosses a process boundary intact.
     """
+    from sim.io.results_io import results_dict
     from sim.run import run_scenario
     from sim.specs.base import error_lines
 
     try:
         scenario = Scenario.model_validate_json(scenario_json)
-        return run_scenario(scenario).model_dump(mode="json")
+        return results_dict(run_scenario(scenario))  # JSON-safe: no NaN or inf
     except ValidationError as exc:
         raise RunError("; ".join(error_lines(exc))) from None
     except ValueError as exc:
@@ -92,7 +94,10 @@ class Backend(Protocol):
     name: str
 
     def run(
-        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+        self,
+        scenarios: Sequence[Scenario],
+        progress: ProgressFn | None = None,
+        keep_going: bool = False,
     ) -> Iterator[tuple[int, dict[str, Any]]]: ...
 
     def close(self) -> None: ...
@@ -128,10 +133,18 @@ class SerialBackend(_Closing):
     name = "serial"
 
     def run(
-        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+        self,
+        scenarios: Sequence[Scenario],
+        progress: ProgressFn | None = None,
+        keep_going: bool = False,
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         for i, sc in enumerate(scenarios):
-            result = run_scenario_json(sc.model_dump_json())
+            try:
+                result = run_scenario_json(sc.model_dump_json())
+            except RunError as exc:
+                if not keep_going:
+                    raise
+                result = {ERROR_KEY: str(exc)}
             _tick(progress, i + 1, len(scenarios))
             yield i, result
 
@@ -159,7 +172,10 @@ class ProcessBackend(_Closing):
         return self._executor
 
     def run(
-        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+        self,
+        scenarios: Sequence[Scenario],
+        progress: ProgressFn | None = None,
+        keep_going: bool = False,
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         pool = self._pool()
         futures: dict[Future[dict[str, Any]], int] = {
@@ -168,7 +184,12 @@ class ProcessBackend(_Closing):
         }
         try:
             for done, fut in enumerate(as_completed(futures), start=1):
-                result = fut.result()
+                try:
+                    result = fut.result()
+                except RunError as exc:  # a dead worker (BrokenProcessPool) still raises
+                    if not keep_going:
+                        raise
+                    result = {ERROR_KEY: str(exc)}
                 _tick(progress, done, len(scenarios))
                 yield futures[fut], result
         finally:
@@ -214,7 +235,10 @@ class RayBackend(_Closing):
         return self._task
 
     def run(
-        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+        self,
+        scenarios: Sequence[Scenario],
+        progress: ProgressFn | None = None,
+        keep_going: bool = False,
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         task = self._remote()
         refs = {task.remote(sc.model_dump_json()): i for i, sc in enumerate(scenarios)}
@@ -223,7 +247,12 @@ class RayBackend(_Closing):
             ready, pending = self.ray.wait(pending, num_returns=1)
             for ref in ready:
                 done += 1
-                result = self._get(ref)
+                try:
+                    result = self._get(ref)
+                except RunError as exc:
+                    if not keep_going:
+                        raise
+                    result = {ERROR_KEY: str(exc)}
                 _tick(progress, done, len(scenarios))
                 yield refs[ref], result
 
