@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CORE := $(VENV)/.core-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: run test lint bench app calibrate clean
+.PHONY: run test lint bench app calibrate clean fuzz
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,11 @@ lint: $(DEV)
 test: lint
 	$(BIN)/python -m pytest
 	$(BIN)/mlasim check scenarios/
+
+# the acceptance run of issue #25 (hours on 2 cores); FUZZ_ARGS="--scenarios 1000 ..." for less
+FUZZ_ARGS ?= --scenarios 10000 --profiles 2000 --expressions 2000 --traces 500
+fuzz: $(DEV)
+	$(BIN)/python tests/fuzz/run_fuzz.py $(FUZZ_ARGS)
 
 bench: $(CORE)
 	$(BIN)/python bench/bench_engine.py
