@@ -124,7 +124,11 @@ def _relative(base: Path, value: Any, suffixes: tuple[str, ...]) -> Any:
     if p.is_absolute():
         return value
     candidate = base / p
-    return str(candidate) if candidate.exists() or value.endswith(".csv") else value
+    try:
+        found = candidate.exists()
+    except (OSError, ValueError):  # a name too long for the file system: the catalog says so
+        return value
+    return str(candidate) if found or value.endswith(".csv") else value
 
 
 def resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:

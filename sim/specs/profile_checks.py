@@ -17,6 +17,7 @@ from sim.specs.limits import check_data
 MIN_LATENCY_US = 1e-6  # a picosecond: below any kernel, above float underflow in 1/latency
 MAX_LATENCY_US = 1e12  # 11.6 days
 MAX_WORK = 1e30  # FLOPs or bytes of one point (a 1e30-FLOP kernel is 1e12 s on any GPU)
+OPTIONAL_FIELDS = ("latency_us_p10", "latency_us_p90")  # null allowed
 NUMBER_FIELDS = ("latency_us_p50", "latency_us_p10", "latency_us_p90", "flops", "hbm_bytes")
 
 
@@ -37,7 +38,7 @@ def _check_point(at: str, j: int, point: Any) -> None:
     if not isinstance(point, dict):
         raise ProfileShapeError(f"{at}.points[{j}]: a point is an object, not {_kind(point)}")
     for name in NUMBER_FIELDS:
-        if name not in point or (point[name] is None and name != "latency_us_p50"):
+        if name not in point or (point[name] is None and name in OPTIONAL_FIELDS):
             continue
         value = point[name]
         if not _number(value):
