@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +20,7 @@ from sim.cli_format import num, pct, with_ci
 from sim.cli_physics import check_output_paths, output_console
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results, throughput_vs
+from sim.specs.limits import check_wall
 from sim.specs.scenario import Scenario
 
 ROWS: list[tuple[str, Any]] = [
@@ -172,9 +174,13 @@ def run(
     try:
         with Progress(console=console, transient=True) as bar:
             tasks = {d.name: bar.add_task(d.name, total=1.0) for d in sc.deployments}
-            outputs = simulate_scenario(
-                sc, progress=lambda name, f: bar.update(tasks[name], completed=f)
-            )
+            started = time.monotonic()
+
+            def tick(name: str, f: float) -> None:  # and the wall-time limit (docs/limits.md)
+                bar.update(tasks[name], completed=f)
+                check_wall(time.monotonic() - started, f"deployment {name!r}")
+
+            outputs = simulate_scenario(sc, progress=tick)
     except ValueError as exc:
         console.print(f"[red]{escape(f'{scenario}: {exc}')}[/red]", highlight=False)
         raise typer.Exit(2) from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from types import ModuleType, TracebackType
@@ -47,10 +48,16 @@ def run_scenario_json(scenario_json: str) -> dict[str, Any]:
     from sim.io.results_io import results_dict
     from sim.run import run_scenario
     from sim.specs.base import error_lines
+    from sim.specs.limits import check_wall
 
     try:
         scenario = Scenario.model_validate_json(scenario_json)
-        return results_dict(run_scenario(scenario))  # JSON-safe: no NaN or inf
+        started = time.monotonic()
+
+        def wall(name: str, fraction: float) -> None:  # the engine ticks 100 times a run
+            check_wall(time.monotonic() - started, f"deployment {name!r}")
+
+        return results_dict(run_scenario(scenario, progress=wall))  # JSON-safe: no NaN or inf
     except ValidationError as exc:
         raise RunError("; ".join(error_lines(exc))) from None
     except ValueError as exc:
