@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CORE := $(VENV)/.core-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: run test lint bench app calibrate validate clean
+.PHONY: run test lint bench app calibrate validate clean fuzz
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -38,6 +38,11 @@ test: lint
 # resumable: run it again on the same folder to finish a killed run
 validate: $(DEV)
 	$(BIN)/mlasim validate --dataset aic --model deepseek --gpu h100,h200 --jobs 2 --out validation-out --docs docs/validation.md
+
+# the acceptance run of issue #25 (hours on 2 cores); FUZZ_ARGS="--scenarios 1000 ..." for less
+FUZZ_ARGS ?= --scenarios 10000 --profiles 2000 --expressions 2000 --traces 500
+fuzz: $(DEV)
+	$(BIN)/python tests/fuzz/run_fuzz.py $(FUZZ_ARGS)
 
 bench: $(CORE)
 	$(BIN)/python bench/bench_engine.py

@@ -16,6 +16,10 @@ if str(ROOT) not in sys.path:  # `streamlit run` puts app/ on the path, not the 
     sys.path.insert(0, str(ROOT))
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+SAFE_OPTIONS = {"client.showErrorDetails": "none"}
+
+
 def main() -> None:
     import streamlit as st
 
@@ -31,6 +35,16 @@ def main() -> None:
         "Scenarios": scenarios.render,
     }
     st.set_page_config(page_title="mlasim", layout="wide")
+    address = str(st.get_option("server.address") or "")
+    if address not in LOOPBACK:  # `streamlit run` from another folder misses .streamlit/
+        st.error(
+            f"mlasim's app serves this machine only, but it was started on address "
+            f"{address or 'all interfaces'!r}: start it with `mlasim app`, or add "
+            "`--server.address 127.0.0.1` to `streamlit run`"
+        )
+        st.stop()
+    for option, value in SAFE_OPTIONS.items():  # settable at run time: no tracebacks shown
+        st.set_option(option, value)
     names = list(pages)
     wanted = str(st.query_params.get("page", "")).lower().replace("-", "")
     start = next((i for i, n in enumerate(names) if n.lower().replace("-", "") == wanted), 0)

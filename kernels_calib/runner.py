@@ -120,18 +120,27 @@ def _run_family(ctx: Ctx, mod: ModuleType) -> None:
             torch.cuda.empty_cache()
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # `timeout`, a scheduler, Ctrl-C
+
+
 def _stop_on_sigterm(ctx: Ctx) -> Callable[[], None]:
-    """Ask the run to stop at its next point on SIGTERM; returns what restores the old handler."""
-    previous = signal.getsignal(signal.SIGTERM)
+    """Ask the run to stop at its next point on SIGTERM or SIGINT (Ctrl-C), so the profile of
+    the tables finished is still written; returns what restores the old handlers. A second
+    Ctrl-C interrupts at once."""
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
 
     def stop(signum: int, frame: object) -> None:
-        ctx.stop_reason = "stopped by SIGTERM"
+        if ctx.stop_reason is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        ctx.stop_reason = f"stopped by {signal.Signals(signum).name}"
 
     def restore() -> None:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
     try:
-        signal.signal(signal.SIGTERM, stop)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, stop)
     except ValueError:  # not the main thread: signals cannot be caught here
         return lambda: None
     return restore

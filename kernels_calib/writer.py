@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sim.catalog import load_model
 from sim.catalog.profiles import parse_profile
+from sim.io.journal import write_atomic
 from sim.specs.profile import ModelShape, Profile
 
 
@@ -39,6 +40,4 @@ def write_profile(profile: Profile, path: Path, *, compact: bool = False) -> Pat
         text = profile.model_dump_json(indent=1, exclude_none=True) + "\n"
     if parse_profile(json.loads(text), str(path)) != profile:
         raise ValueError(f"profile {profile.name!r} does not read back identically")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+    return write_atomic(path, text)  # a kill mid-write leaves the previous file, never half

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,24 @@ APP_INSTALL = (
     "pip install 'mlasim[app]' (or make app: installs all extras into .venv, then starts it)"
 )
 
+
+@app.callback()
+def _limits(
+    limits: str = typer.Option(
+        "default",
+        "--limits",
+        help="Input size limits: 'default' or 'big' (a machine with hundreds of GB); sets "
+        "$MLASIM_LIMITS for this run and its workers. See docs/limits.md.",
+    ),
+) -> None:
+    from sim.specs.limits import ENV, SETS
+
+    if limits not in SETS:
+        raise cli_physics.usage_error(f"--limits {limits}: known sets are {', '.join(SETS)}")
+    if limits != "default" or ENV not in os.environ:
+        os.environ[ENV] = limits  # spawn-started workers inherit it
+
+
 app.command()(cli_physics.cost)
 app.command()(cli_physics.ai)
 app.command()(cli_memory.memory)
@@ -101,6 +120,10 @@ def run_app(port: int = typer.Option(8501, help="Local port.")) -> None:
         str(port),
         "--server.address",
         "127.0.0.1",
+        "--server.maxUploadSize",
+        "16",
+        "--client.showErrorDetails",
+        "none",
     ]
     raise typer.Exit(code=subprocess.call(cmd))
 

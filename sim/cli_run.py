@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +21,7 @@ from sim.cli_format import num, pct, with_ci
 from sim.cli_physics import check_output_paths, output_console
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results, throughput_vs
+from sim.specs.limits import check_wall
 from sim.specs.scenario import Scenario
 
 
@@ -186,14 +188,24 @@ def run(
         console.print(f"[red]{escape(f'{scenario}: --set: {exc}{hint}')}[/red]", highlight=False)
         raise typer.Exit(2) from None
     try:
+        started = time.monotonic()
+
+        def watched(show: Any) -> Any:  # each progress tick also checks the wall-time limit
+            def tick(name: str, f: float) -> None:
+                show(name, f)
+                check_wall(time.monotonic() - started, f"deployment {name!r}")
+
+            return tick
+
         if console.is_terminal:
             with Progress(console=console, transient=True) as bar:
                 tasks = {d.name: bar.add_task(d.name, total=1.0) for d in sc.deployments}
                 outputs = simulate_scenario(
-                    sc, progress=lambda name, f: bar.update(tasks[name], completed=f)
+                    sc,
+                    progress=watched(lambda name, f: bar.update(tasks[name], completed=f)),
                 )
         else:  # a pipe or a log: plain lines on stderr, one per tenth of each deployment's run
-            outputs = simulate_scenario(sc, progress=_plain_progress())
+            outputs = simulate_scenario(sc, progress=watched(_plain_progress()))
     except ValueError as exc:
         console.print(f"[red]{escape(f'{scenario}: {exc}')}[/red]", highlight=False)
         raise typer.Exit(2) from None

@@ -91,15 +91,27 @@ def sweep(
     ray_address: RayOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write rows as JSON.")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Write rows as CSV.")] = None,
+    journal: Annotated[
+        Path | None,
+        typer.Option(
+            "--journal",
+            help="Append-only record of finished points (default: .mlasim/sweep-<name>.jsonl); "
+            "run again with the same arguments after an interruption to skip them.",
+        ),
+    ] = None,
 ) -> None:
     """Run a grid of scenario variants: every combination of the --set values.
+
+    Each finished point is recorded as it completes (--journal), so a sweep stopped by Ctrl-C
+    or a kill resumes where it stopped; a point that fails is a row with its error.
 
     Each --set PATH=V1,V2,... (or PATH=[V1, V2]) is an axis; the grid is their product.
 
     At most 1000 points; output has one row per point x deployment.
     """
+    from sim.io.journal import Journal, JournalError
     from sim.search.grid import grid_points, parse_axis
-    from sim.search.sweep import run_grid, sweep_rows, write_rows_csv, write_rows_json
+    from sim.search.sweep import run_grid_journaled, sweep_rows, write_rows_csv, write_rows_json
 
     console = output_console()
     check_output_paths(json_out, csv_out)
@@ -109,10 +121,17 @@ def sweep(
         points = grid_points(base, axes)
     except OverrideError as exc:
         raise usage_error(f"{scenario}: --set: {exc}") from None
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in base.name)[:100]
+    try:
+        record = Journal(journal or Path(".mlasim") / f"sweep-{safe}.jsonl")
+    except (JournalError, OSError) as exc:
+        raise usage_error(f"--journal: {exc}") from None
     runner = _backend(backend, jobs, ray_address)
     with runner, _run_errors(scenario), _progress(console) as bar:
         task = bar.add_task(f"sweep ({runner.name})", total=len(points))
-        results = run_grid(points, runner, lambda done, n: bar.update(task, completed=done))
+        results = run_grid_journaled(
+            points, runner, record, lambda done, n: bar.update(task, completed=done)
+        )
     rows = sweep_rows(points, results)
     varying = [a.path for a in axes if len(a.values) > 1]
     t = Table(title=f"sweep of {base.name}: {len(points)} points x {len(base.deployments)} deps")
@@ -122,6 +141,9 @@ def sweep(
     for col in ("tok/s/GPU", "TTFT p90 ms", "TPOT p90 ms", "goodput req/s", "SLO met"):
         t.add_column(col, justify="right")
     for r in rows:
+        if "error" in r:
+            t.add_row(str(r["point"]), *(_cell(r[p]) for p in varying), "-", f"error: {r['error']}")
+            continue
         t.add_row(
             str(r["point"]),
             *(_cell(r[p]) for p in varying),
@@ -137,6 +159,11 @@ def sweep(
         if path is not None:
             writer(rows, path)
             console.print(f"wrote {path}")
+    failed = [r for r in rows if "error" in r]
+    if failed and len(failed) == len(points):  # nothing ran: the inputs are wrong, as in `run`
+        raise usage_error(f"{scenario}: {failed[0]['error']}")
+    for r in failed:
+        console.print(f"point {r['point']} failed: {r['error']}", highlight=False)
 
 
 def capacity(

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sim.specs.base import error_lines
 from sim.specs.gpu import GpuSpec
 from sim.specs.hf_config import model_from_hf_config
+from sim.specs.limits import LimitError, check_data, check_text_size
 from sim.specs.model import ModelSpec
 
 CATALOG_DIR = Path(__file__).resolve().parent
@@ -43,9 +44,26 @@ def gpu_names() -> list[str]:
     return _names("gpus", ".yaml")
 
 
+MAX_NAME_CHARS = 1024  # a catalog name or a path (file systems allow 255 per name, 4096 whole)
+
+
+def _exists(path: Path) -> bool:
+    """Whether `path` is a file; False (not OSError) for a name too long or otherwise unusable."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # ENAMETOOLONG, an embedded NUL
+        return False
+
+
 def _resolve(name_or_path: str | Path, folder: str, suffix: str, known: list[str]) -> Path:
+    what = folder.rstrip("s")
+    if len(str(name_or_path)) > MAX_NAME_CHARS:
+        raise CatalogError(
+            f"{what} name of {len(str(name_or_path)):,} characters: a catalog name or a file path "
+            f"is at most {MAX_NAME_CHARS}; known {what}s are {', '.join(known)}"
+        )
     path = Path(name_or_path)
-    if path.suffix and path.exists():
+    if path.suffix and _exists(path):
         return path
     if folder == "models" and path.is_dir():  # a HuggingFace model folder: its config.json
         if (path / "config.json").is_file():
@@ -55,9 +73,8 @@ def _resolve(name_or_path: str | Path, folder: str, suffix: str, known: list[str
             "downloaded from HuggingFace, or the path of its config.json"
         )
     candidate = CATALOG_DIR / folder / f"{name_or_path}{suffix}"
-    if candidate.exists():
+    if _exists(candidate):
         return candidate
-    what = folder.rstrip("s")
     raise CatalogError(
         f"unknown {what} {str(name_or_path)!r}: known {what}s are {', '.join(known)}; "
         f"or give a path to an existing {suffix} file"
@@ -78,8 +95,8 @@ def load_model(name_or_path: str) -> ModelSpec:
         raise CatalogError(
             f"{path}: not a usable model config: {'; '.join(error_lines(exc))}"
         ) from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CatalogError(f"{path}: not a usable model config: {exc}") from None
+    except (KeyError, TypeError, ValueError, OverflowError, ZeroDivisionError) as exc:
+        raise CatalogError(f"{path}: not a usable model config: {exc!s:.300}") from None
 
 
 @cache
@@ -94,12 +111,27 @@ def load_gpu(name_or_path: str) -> GpuSpec:
 
 
 def _read(path: Path, parse: Callable[[str], Any], what: str) -> Any:
-    """Parsed file content; CatalogError naming the file when it cannot be read or parsed."""
+    """Parsed file content, within the size and shape limits (`sim.specs.limits`); CatalogError
+    naming the file when it cannot be read or parsed, or is over a limit."""
     try:
+        check_text_size(path.stat().st_size, str(path))
         text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+    except LimitError as exc:
+        raise CatalogError(str(exc)) from None
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path}: not a {what} text file (it is not UTF-8)") from None
+    except OSError as exc:
         raise CatalogError(f"{path}: cannot read it as a {what} text file ({exc})") from None
     try:
-        return parse(text)
+        data = parse(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise CatalogError(f"{path}: not valid {what} ({exc})") from None
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise CatalogError(f"{path}: not valid {what} ({first})") from None
+    except (RecursionError, ValueError) as exc:  # nesting too deep; a number beyond int limits
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise CatalogError(f"{path}: not usable {what} ({why})") from None
+    try:
+        check_data(data, f"{path}: ")
+    except LimitError as exc:
+        raise CatalogError(str(exc)) from None
+    return data

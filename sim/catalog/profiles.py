@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from sim.catalog import CatalogError, _names, _read, _resolve
 from sim.specs.base import error_lines
 from sim.specs.profile import SUPPORTED_SCHEMA_VERSIONS, Profile, unsupported_version_message
+from sim.specs.profile_checks import check_profile_shape
 
 DATASHEET = "datasheet"  # a scenario's `profile:` for the bare datasheet roofline
 
@@ -54,6 +55,7 @@ def parse_profile(data: Any, origin: str) -> Profile:
         raise CatalogError(f"{origin}: not a calibration profile (no 'schema_version' field)")
     if data["schema_version"] not in SUPPORTED_SCHEMA_VERSIONS:
         raise CatalogError(f"{origin}: {unsupported_version_message(data['schema_version'])}")
+    check_profile_shape(data, origin)  # shapes that would crash or hang Profile (ValueErrors)
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:

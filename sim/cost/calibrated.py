@@ -311,6 +311,8 @@ def _carried(work: float, held: Resources, query: Resources, typical: Resources)
     credited = [
         kept if r == limit else max(typical[r], min(kept, 1.0), held[r] / work) for r in (0, 1)
     ]
+    if min(credited) <= 0:  # an efficiency that underflowed to 0 (robust, #25): hold the latency
+        return max(work, 0.0), 0.0
     return max(query[0], 0.0) / credited[0], max(query[1], 0.0) / credited[1]
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.cost.batch import StepCost
+from sim.specs.limits import check_step_log
 
 _SCALARS: dict[str, type] = {
     "unit": np.int32,
@@ -90,6 +91,7 @@ class StepLog:
         # fresh zeroed memory is mapped lazily: only the rows copied here and appended later
         # are ever touched (no zero-filling of the new half)
         cap, n = self._cap * 2, self.n
+        check_step_log(cap, self.ranks_per_unit, len(self.op_names))  # bounded before allocating
         for k, a in self._cols.items():
             self._cols[k] = _grown(a, cap, n)
         self._batch, self._ops, self._src = (

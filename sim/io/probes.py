@@ -27,6 +27,7 @@ from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile, scenario_profile_name
 from sim.cost import dispatch, intensity, mla
 from sim.specs.base import Spec
+from sim.specs.limits import LimitError, check_data, current_limits
 from sim.specs.model import ModelSpec
 
 ProbeValue = float | bool | dict[str, Any]
@@ -198,8 +199,18 @@ def _step_cost(p: StepCostProbe) -> ProbeValue:
         dep = Deployment.model_validate({"name": "probe", **p.deployment})
     except ValidationError as exc:  # pydantic's own text is a dump with a URL: say field and why
         raise ValueError(_field_errors(exc, "deployment")) from None
-    ranks = dep.attn_dp
+    ranks, lim = dep.attn_dp, current_limits()
+    if dep.gpus > lim.max_gpus_per_unit:
+        raise ValueError(
+            f"deployment: {dep.gpus:,} GPUs in one unit, over the limit of "
+            f"{lim.max_gpus_per_unit:,}; give a realistic layout"
+        )
     counts = _per_rank(p.requests_per_rank, ranks, "requests_per_rank")
+    if sum(counts) > lim.max_requests:
+        raise ValueError(
+            f"requests_per_rank: {sum(counts):,} requests in the step, over the limit of "
+            f"{lim.max_requests:,}"
+        )
     kv = _per_rank(p.kv_tokens, ranks, "kv_tokens")
     rank = np.repeat(np.arange(ranks, dtype=np.int64), counts)
     batch = BatchShape(
@@ -244,12 +255,14 @@ class ProbeError(ValueError):
 
 def parse_probe(name: str, raw: Any) -> Probe:
     """Validate one `probes:` entry; the message names the probe, the field and the known kinds."""
-    if not isinstance(raw, Mapping) or raw.get("kind") not in PROBES:
-        got = raw.get("kind") if isinstance(raw, Mapping) else type(raw).__name__
+    kind = raw.get("kind") if isinstance(raw, Mapping) else None
+    if not isinstance(kind, str) or kind not in PROBES:  # a list or mapping is no kind either
+        got = kind if isinstance(raw, Mapping) else type(raw).__name__
         raise ProbeError(
             f"probe {name!r}: unknown kind {got!r}; known kinds are {', '.join(sorted(PROBES))}",
             name,
         )
+    _bounded(name, raw)
     try:
         return _PROBE_ADAPTER.validate_python(dict(raw))
     except ValidationError as exc:
@@ -257,6 +270,36 @@ def parse_probe(name: str, raw: Any) -> Probe:
             f"{'.'.join(str(x) for x in e['loc'][1:]) or 'kind'}: {e['msg']}" for e in exc.errors()
         ]
         raise ProbeError(f"probe {name!r} ({raw['kind']}): " + "; ".join(lines), name) from None
+
+
+TOKEN_FIELDS = ("new_tokens", "kv_tokens", "requests_per_rank", "s_query")
+
+
+def _bounded(name: str, raw: Mapping[str, Any]) -> None:
+    """ProbeError for a probe over the input limits (`sim.specs.limits`): a count or length
+    beyond `max_tokens`, or more per-rank values than a deployment has ranks, which would
+    overflow numpy's int64 or allocate without bound."""
+    lim = current_limits()
+    try:
+        check_data(dict(raw), limits=lim)
+    except LimitError as exc:
+        raise ProbeError(f"probe {name!r}: {exc}", name) from None
+    for field in TOKEN_FIELDS:
+        value = raw.get(field)
+        values = value if isinstance(value, list | tuple) else [value]
+        if len(values) > lim.max_total_ranks:
+            raise ProbeError(
+                f"probe {name!r}: {field} has {len(values):,} values, more than "
+                f"{lim.max_total_ranks:,} ranks",
+                name,
+            )
+        big = [v for v in values if isinstance(v, int | float) and v > lim.max_tokens]
+        if big:
+            raise ProbeError(
+                f"probe {name!r}: {field}={big[0]:.4g} is over the limit of {lim.max_tokens:,}; "
+                "give a realistic count",
+                name,
+            )
 
 
 def compute_probes(
@@ -271,6 +314,6 @@ def compute_probes(
             probe = probe.model_copy(update={"profile": default_profile})
         try:
             out[str(name)] = PROBES[probe.kind](probe)
-        except (ValueError, LookupError) as exc:
+        except (ValueError, LookupError, ArithmeticError) as exc:  # OverflowError, ZeroDivision
             raise ProbeError(f"probe {name!r} ({probe.kind}): {exc}", str(name)) from None
     return out

@@ -17,7 +17,9 @@ finished) is empty in CSV and null in Parquet.
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +27,7 @@ import numpy as np
 
 from sim.engine import SimOutput
 from sim.engine.requests import Phase
+from sim.io.journal import write_atomic
 from sim.metrics.requests import request_latencies
 
 COLUMNS = (
@@ -72,12 +75,15 @@ def _cell(v: object) -> object:
 
 
 def _write_csv(parts: list[dict[str, np.ndarray]], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(COLUMNS)
-        for cols in parts:
-            rows = zip(*(cols[c].tolist() for c in COLUMNS), strict=True)
-            w.writerows([_cell(v) for v in row] for row in rows)
+    """Written whole under a temporary name and renamed: a killed run leaves no truncated file
+    that looks complete."""
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(COLUMNS)
+    for cols in parts:
+        rows = zip(*(cols[c].tolist() for c in COLUMNS), strict=True)
+        w.writerows([_cell(v) for v in row] for row in rows)
+    write_atomic(path, buf.getvalue())
 
 
 def _write_parquet(parts: list[dict[str, np.ndarray]], path: Path) -> None:
@@ -91,7 +97,12 @@ def _write_parquet(parts: list[dict[str, np.ndarray]], path: Path) -> None:
     tables = [
         pa.table({c: pa.array(cols[c], from_pandas=True) for c in COLUMNS}) for cols in parts
     ]  # from_pandas: NaN times become nulls
-    pq.write_table(pa.concat_tables(tables), path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        pq.write_table(pa.concat_tables(tables), tmp)
+        os.replace(tmp, path)  # atomic: a reader never sees half a file
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_requests(outputs: Sequence[SimOutput], path: str | Path) -> Path:

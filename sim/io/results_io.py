@@ -5,21 +5,42 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+from sim.io.journal import write_atomic
 from sim.metrics.results import Results
 
 
 def results_dict(results: Results) -> dict[str, Any]:
-    """The JSON contract: `{"scenario": ..., "deployments": [{"name": ..., ...}], ...}`."""
-    return results.model_dump(mode="json")
+    """The JSON contract: `{"scenario": ..., "deployments": [{"name": ..., ...}], ...}`.
+
+    JSON has no NaN or infinity: a figure that is not finite (unbounded, or undefined) is
+    written as null, and `unbounded` lists each such field and what it was."""
+    data = results.model_dump(mode="python")
+    notes = _finite(data, "")
+    if notes:
+        data["unbounded"] = notes
+    return json.loads(json.dumps(data, allow_nan=False, default=str))
+
+
+def _finite(value: Any, path: str) -> list[str]:
+    """Replace non-finite floats in `value` (dicts and lists, in place) by None; the paths."""
+    notes: list[str] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for k, v in list(items):
+        at = f"{path}.{k}" if isinstance(value, dict) and path else f"{path}[{k}]" if path else k
+        if isinstance(v, float) and not math.isfinite(v):
+            value[k] = None
+            notes.append(f"{at}: {v} (not a finite figure: written as null)")
+        elif isinstance(v, dict | list):
+            notes += _finite(v, str(at))
+    return notes
 
 
 def write_json(results: Results, path: str | Path) -> Path:
-    p = Path(path)
-    p.write_text(json.dumps(results_dict(results), indent=2) + "\n")
-    return p
+    return write_atomic(path, json.dumps(results_dict(results), indent=2) + "\n")
 
 
 def read_json(path: str | Path) -> Results:
@@ -67,7 +88,4 @@ def csv_text(results: Results) -> str:
 
 
 def write_csv(results: Results, path: str | Path) -> Path:
-    p = Path(path)
-    with p.open("w", newline="") as f:  # the csv module's own line endings, untranslated
-        f.write(csv_text(results))
-    return p
+    return write_atomic(path, csv_text(results))  # bytes: the csv module's own line endings

@@ -16,7 +16,9 @@ from pydantic import ValidationError
 
 from sim.io.claim_names import check_claim_names
 from sim.io.expect import ClaimError, validate_claims
-from sim.io.yaml_where import yaml_line
+from sim.io.yaml_where import YamlTreeError, check_yaml_tree, keys, yaml_line
+from sim.specs.limits import LimitError, check_data
+from sim.specs.limits import check_text_size as check_size
 from sim.specs.scenario import Scenario
 
 
@@ -57,6 +59,7 @@ def _node_at(root: Any, loc: tuple[Any, ...]) -> tuple[Any, list[str | int]]:
     return node, followed
 
 
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.\w+|\[\d+\])*")
 _DEP_REF = re.compile(r"^deployments\[(\d+)\][^.]*((?:\.(?:prefill|decode))?)(?:\.(\w+))?")
 
 
@@ -73,8 +76,8 @@ def _loc_from_message(message: str) -> tuple[tuple[Any, ...], str]:
             loc.append(m.group(3))
         return tuple(loc), message
     head, sep, rest = message.partition(": ")
-    if sep and head.isidentifier():
-        return (head,), rest
+    if sep and _DOTTED.fullmatch(head):  # `model: ...`, `workload.rate_req_s: ...`
+        return tuple(keys(head)), rest
     head = message.split(":", 1)[0].split(".", 1)[0].split("=", 1)[0].strip()
     return ((head,) if head.isidentifier() else ()), message
 
@@ -121,7 +124,11 @@ def _relative(base: Path, value: Any, suffixes: tuple[str, ...]) -> Any:
     if p.is_absolute():
         return value
     candidate = base / p
-    return str(candidate) if candidate.exists() or value.endswith(".csv") else value
+    try:
+        found = candidate.exists()
+    except (OSError, ValueError):  # a name too long for the file system: the catalog says so
+        return value
+    return str(candidate) if found or value.endswith(".csv") else value
 
 
 def resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -136,17 +143,46 @@ def resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None or k in data}
 
 
-def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
-    """Validate scenario YAML text; raises ScenarioError naming line and field."""
-    p = Path(path)
+def _syntax(p: Path, text: str) -> Any:
+    """The parsed YAML, after its node tree passed `check_yaml_tree` (duplicate keys, depth,
+    alias expansion); ScenarioError naming the line otherwise."""
     try:
-        data = yaml.safe_load(text)
+        check_size(len(text.encode(errors="replace")), "(file)")
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        check_yaml_tree(root)
+        return yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         raise ScenarioError(p, [FieldProblem(line, "(yaml)", str(exc.problem))]) from None
+    except yaml.YAMLError as exc:  # a reader error (a control character, a binary file)
+        raise ScenarioError(p, [FieldProblem(None, "(yaml)", _first_line(exc))]) from None
+    except YamlTreeError as exc:
+        raise ScenarioError(p, [FieldProblem(exc.line, exc.field, exc.message)]) from None
+    except LimitError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise ScenarioError(p, [FieldProblem(None, field, message)]) from None
+    except RecursionError:  # nesting beyond what the parser recurses through
+        message = "nested too deeply to parse; scenario blocks are a few levels deep"
+        raise ScenarioError(p, [FieldProblem(None, "(yaml)", message)]) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+
+
+def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
+    """Validate scenario YAML text; raises ScenarioError naming line and field."""
+    p = Path(path)
+    data = _syntax(p, text)
     if not isinstance(data, dict):
         raise ScenarioError(p, [FieldProblem(1, "(scenario)", "a scenario is a YAML mapping")])
+    try:
+        check_data(data)
+    except LimitError as exc:
+        field, _, message = str(exc).partition(": ")
+        line = yaml_line(text, keys(field))
+        raise ScenarioError(p, [FieldProblem(line, field, message)]) from None
     data = resolve_paths(data, p.parent)
     try:
         scenario = Scenario.model_validate(data)
@@ -176,7 +212,14 @@ def load_scenario(path: str | Path) -> Scenario:
     if not p.is_file():
         raise ScenarioError(p, [FieldProblem(None, "(file)", "no such scenario file")])
     try:
+        check_size(p.stat().st_size, "(file)")
         text = p.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+    except LimitError as exc:
+        message = str(exc).partition(": ")[2]
+        raise ScenarioError(p, [FieldProblem(None, "(file)", message)]) from None
+    except UnicodeDecodeError:
+        message = "not a UTF-8 text file (a scenario is YAML text)"
+        raise ScenarioError(p, [FieldProblem(None, "(file)", message)]) from None
+    except OSError as exc:
         raise ScenarioError(p, [FieldProblem(None, "(file)", f"cannot read it ({exc})")]) from None
     return parse_scenario(text, p)

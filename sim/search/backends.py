@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from types import ModuleType, TracebackType
@@ -25,6 +27,7 @@ from pydantic import ValidationError
 from sim.specs.scenario import Scenario
 
 ProgressFn = Callable[[int, int], None]  # (scenarios finished, scenarios in this run)
+ERROR_KEY = "error"  # keep_going: a failed scenario's result is {"error": message}
 RAY_INSTALL_HINT = "pip install 'mlasim[dist]'"
 
 
@@ -42,23 +45,66 @@ def run_scenario_json(scenario_json: str) -> dict[str, Any]:
     Raises RunError with the message of any ValueError (pydantic's, the cost model's, a
     trace's): a plain exception with one string argument crosses a process boundary intact.
     """
+    from sim.io.results_io import results_dict
     from sim.run import run_scenario
     from sim.specs.base import error_lines
+    from sim.specs.limits import check_wall
 
     try:
         scenario = Scenario.model_validate_json(scenario_json)
-        return run_scenario(scenario).model_dump(mode="json")
+        started = time.monotonic()
+
+        def wall(name: str, fraction: float) -> None:  # the engine ticks 100 times a run
+            check_wall(time.monotonic() - started, f"deployment {name!r}")
+
+        return results_dict(run_scenario(scenario, progress=wall))  # JSON-safe: no NaN or inf
     except ValidationError as exc:
         raise RunError("; ".join(error_lines(exc))) from None
     except ValueError as exc:
         raise RunError(str(exc)) from None
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PARENT_POLL_S = 1.0
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Pool-worker initializer: the worker ends when the process that started it does, even if
+    that one was SIGKILLed (no cleanup ran). Linux: the kernel sends SIGKILL on the parent's
+    death (prctl PR_SET_PDEATHSIG); elsewhere, and as a backstop, a daemon thread polls the
+    parent pid."""
+    import signal
+    import threading
+    import time
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before the call above took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 class Backend(Protocol):
     name: str
 
     def run(
-        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+        self,
+        scenarios: Sequence[Scenario],
+        progress: ProgressFn | None = None,
+        keep_going: bool = False,
     ) -> Iterator[tuple[int, dict[str, Any]]]: ...
 
     def close(self) -> None: ...
@@ -94,10 +140,18 @@ class SerialBackend(_Closing):
     name = "serial"
 
     def run(
-        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+        self,
+        scenarios: Sequence[Scenario],
+        progress: ProgressFn | None = None,
+        keep_going: bool = False,
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         for i, sc in enumerate(scenarios):
-            result = run_scenario_json(sc.model_dump_json())
+            try:
+                result = run_scenario_json(sc.model_dump_json())
+            except RunError as exc:
+                if not keep_going:
+                    raise
+                result = {ERROR_KEY: str(exc)}
             _tick(progress, i + 1, len(scenarios))
             yield i, result
 
@@ -118,11 +172,17 @@ class ProcessBackend(_Closing):
     def _pool(self) -> Executor:
         if self._executor is None:
             ctx = multiprocessing.get_context("spawn")
-            self._executor = ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx)
+            self._executor = ProcessPoolExecutor(
+                max_workers=self.jobs, mp_context=ctx, initializer=die_with_parent,
+                initargs=(os.getpid(),),
+            )  # fmt: skip
         return self._executor
 
     def run(
-        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+        self,
+        scenarios: Sequence[Scenario],
+        progress: ProgressFn | None = None,
+        keep_going: bool = False,
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         pool = self._pool()
         futures: dict[Future[dict[str, Any]], int] = {
@@ -131,7 +191,12 @@ class ProcessBackend(_Closing):
         }
         try:
             for done, fut in enumerate(as_completed(futures), start=1):
-                result = fut.result()
+                try:
+                    result = fut.result()
+                except RunError as exc:  # a dead worker (BrokenProcessPool) still raises
+                    if not keep_going:
+                        raise
+                    result = {ERROR_KEY: str(exc)}
                 _tick(progress, done, len(scenarios))
                 yield futures[fut], result
         finally:
@@ -177,7 +242,10 @@ class RayBackend(_Closing):
         return self._task
 
     def run(
-        self, scenarios: Sequence[Scenario], progress: ProgressFn | None = None
+        self,
+        scenarios: Sequence[Scenario],
+        progress: ProgressFn | None = None,
+        keep_going: bool = False,
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         task = self._remote()
         refs = {task.remote(sc.model_dump_json()): i for i, sc in enumerate(scenarios)}
@@ -186,7 +254,12 @@ class RayBackend(_Closing):
             ready, pending = self.ray.wait(pending, num_returns=1)
             for ref in ready:
                 done += 1
-                result = self._get(ref)
+                try:
+                    result = self._get(ref)
+                except RunError as exc:
+                    if not keep_going:
+                        raise
+                    result = {ERROR_KEY: str(exc)}
                 _tick(progress, done, len(scenarios))
                 yield refs[ref], result
 

@@ -11,6 +11,7 @@ lists the choices) before anything runs; `sim.engine.router.ROUTERS` and
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, get_args
 
 from pydantic import AliasChoices, Field, model_validator
@@ -35,6 +36,13 @@ PoolRole = Literal["prefill", "decode"]
 # tokens) shows the same ratio in kernel time: 41.2 ms skewed against 12.7 ms balanced, 3.24x.
 # docs/cost-model.md ("Expert skew") gives the derivation; 0 is even routing.
 DEFAULT_EXPERT_ZIPF_EXPONENT = 0.77
+
+
+def _divisors(g: int, most: int = 12) -> str:
+    """The smallest divisors of `g` (for a message): O(sqrt g), so a huge unit answers at once."""
+    small = [d for d in range(1, min(math.isqrt(g), 10**6) + 1) if g % d == 0]
+    found = sorted({*small, *(g // d for d in small)})
+    return ", ".join(map(str, found[:most])) + (", ..." if len(found) > most else "")
 
 
 class Deployment(Spec):
@@ -215,7 +223,6 @@ class Deployment(Spec):
     def _check_layout(self) -> Deployment:
         g = self.gpus
         unit = f"{self.nodes} node{'s' * (self.nodes > 1)} of {self.gpus_per_node}"
-        divisors = ", ".join(str(d) for d in range(1, g + 1) if g % d == 0)
         if g % self.attn_tp:
             raise ValueError(
                 f"attn_tp={self.attn_tp} must divide the unit's {g} GPUs ({unit}); "
@@ -229,7 +236,7 @@ class Deployment(Spec):
         if g % self.moe_tp:
             raise ValueError(
                 f"moe_tp={self.moe_tp} must divide the unit's {g} GPUs ({unit}); pick one of "
-                f"{divisors}"
+                f"{_divisors(g)}"
             )
         if self.ep * self.moe_tp != g:
             raise ValueError(

@@ -23,6 +23,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 from sim.specs.base import Spec
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.model import ModelSpec
+from sim.specs.scenario_limits import check_scenario_limits
 from sim.specs.workload import Workload
 
 
@@ -115,6 +116,12 @@ def check_deployment(model: ModelSpec, d: Deployment, where: str = "") -> None:
             f"over EP{d.ep} (each GPU would hold {-(-(n + extra) // d.ep)}, as many as the next "
             f"even count); use one of {', '.join(map(str, fits))}"
         )
+    if d.ep > n + extra:  # every EP rank holds at least one expert
+        raise ValueError(
+            f"{at}moe_ep: EP{d.ep} is more GPUs than {model.name}'s {n} routed experts"
+            f"{f' + {extra} redundant' if extra else ''} (each EP rank holds at least one); "
+            f"use moe_tp for the rest or at most EP{n + extra}"
+        )
     if d.dsa == "on" and model.dsa is None:
         raise ValueError(f"{at}dsa='on' but {model.name} has no DSA indexer; use 'auto' or 'off'")
 
@@ -199,6 +206,7 @@ class Scenario(Spec):
                     f"deployments[{i}].name={dep.name!r} is used twice; give each a unique name"
                 )
             seen.add(dep.name)
+        check_scenario_limits(self)  # sizes first: nothing below allocates by them
         self._catalog_lookup()
         return self
 

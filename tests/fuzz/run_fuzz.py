@@ -1,0 +1,108 @@
+"""`make fuzz`: mutated scenarios, profiles, expressions and trace CSVs through subprocess
+workers with a timeout; prints the count of each outcome and exits 1 on any crash, hang, signal
+or NaN. Cases are drawn with hypothesis strategies (`strategies.py`) from a fixed seed.
+
+    python tests/fuzz/run_fuzz.py --scenarios 10000 --profiles 2000 --expressions 2000 --traces 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from strategies import draw_cases  # noqa: E402
+
+BAD = ("crash", "hang", "signal", "nan")
+
+
+class Worker:
+    """One `worker.py` process; restarted after a hang or a death."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("worker.py"))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, text=True, bufsize=1,
+        )  # fmt: skip
+
+    def ask(self, case: dict[str, Any], timeout_s: float) -> dict[str, str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps(case) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return {"outcome": "signal", "message": f"worker gone ({self.proc.poll()})"}
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        if not ready:
+            self.proc.kill()
+            return {"outcome": "hang", "message": f"no answer in {timeout_s:g} s"}
+        line = self.proc.stdout.readline()
+        if not line:
+            return {"outcome": "signal", "message": f"worker died ({self.proc.wait()})"}
+        out: dict[str, str] = json.loads(line)
+        return out
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.alive():
+            self.proc.kill()
+        self.proc.wait()
+
+
+def run(counts: dict[str, int], timeout_s: float, seed: int, show: int) -> dict[str, Any]:
+    tally: dict[str, collections.Counter[str]] = {}
+    examples: list[str] = []
+    worker = Worker()
+    started = time.monotonic()
+    try:
+        for case in draw_cases(counts, seed):
+            if not worker.alive():
+                worker.close()
+                worker = Worker()
+            res = worker.ask(case, timeout_s)
+            tally.setdefault(case["kind"], collections.Counter())[res["outcome"]] += 1
+            if res["outcome"] in BAD and len(examples) < show:
+                examples.append(f"{case['kind']} {res['outcome']}: {res.get('message', '')}")
+    finally:
+        worker.close()
+    return {"tally": tally, "examples": examples, "wall_s": time.monotonic() - started}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    for kind, n in (("scenarios", 1000), ("profiles", 200), ("expressions", 200), ("traces", 50)):
+        ap.add_argument(f"--{kind}", type=int, default=n)
+    ap.add_argument("--timeout", type=float, default=20.0, help="Seconds per case (a hang).")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    counts = {"scenario": args.scenarios, "profile": args.profiles,
+              "expression": args.expressions, "trace": args.traces}  # fmt: skip
+    out = run(counts, args.timeout, args.seed, show=20)
+    outcomes = ("result", "user_error", "crash", "hang", "signal", "nan")
+    print(f"{'kind':<12}" + "".join(f"{o:>12}" for o in outcomes))
+    for kind, tally in out["tally"].items():
+        print(f"{kind:<12}" + "".join(f"{tally[o]:>12}" for o in outcomes))
+    print(f"wall time {out['wall_s']:.0f} s")
+    for line in out["examples"]:
+        print(line)
+    bad = sum(t[o] for t in out["tally"].values() for o in BAD)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
