@@ -14,8 +14,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from sim.catalog import load_model
+from sim.cost.activations import activation_reserve_bytes
 from sim.specs.deployment import Deployment, PdDeployment
-from sim.specs.gpu import GB, GpuSpec
+from sim.specs.gpu import GpuSpec
 
 FLAGS_FILE = Path(__file__).with_name("launch_flags.json")
 # catalog names whose HuggingFace repository is known; others print MODEL_PATH
@@ -97,7 +99,8 @@ def sglang_command(model: str, d: Deployment, gpu: GpuSpec, pd_role: str | None 
     c.flag("--max-running-requests", d.max_running_requests * d.attn_dp)
     # SGLang's static fraction covers weights + KV; the plan's mem_fraction also covers the
     # activation reserve, which SGLang keeps outside its static pool
-    static = d.mem_fraction - d.activation_reserve_gb * GB / gpu.hbm_bytes
+    reserve_bytes = activation_reserve_bytes(load_model(model), d)
+    static = d.mem_fraction - reserve_bytes / gpu.hbm_bytes
     c.flag("--mem-fraction-static", f"{static:.2f}")
     c.flag("--page-size", d.page_size_tokens)
     if pd_role:
