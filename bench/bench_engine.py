@@ -3,10 +3,17 @@
 18 H800 nodes (144 GPUs) serve decode only (requests arrive with their prompt's KV, as in a PD
 decode pool), MTP with one draft token, 194 requests/s (~700k in the hour), answers of 1,600
 tokens on average: about three quarters of the ranks' batch slots full (mean decode batch /
-max running requests) on the default `h800-roofline` profile. Prints
-simulated requests and simpy events per wall second, and the same event rate for a bare simpy
-loop of the same number of events measured in the same process (the ratio is the engine's work
-per event: each event is one batched forward step of the whole unit).
+max running requests) on the default `h800-roofline` profile.
+
+A second, shorter case runs the same unit colocated (prompts prefilled on the decode ranks, in
+chunks mixed into decode steps) to compare CPU per step at a similar batch. All figures are CPU
+time (`time.process_time`; wall time beside it): per step, per request-step (one request advanced
+by one step), and simulated requests per CPU-second. The bare-simpy figure is the CPU per event
+of a loop doing nothing but timeouts, over at least a million events, against the engine's CPU
+per event (one event is one batched forward step of the whole unit). Each case's figures
+(counts, step time, TPOT) are checked against `bench/expected.json`: a change that should leave
+results identical must print "identical" (`--update` stores a new summary after a change that
+moves results on purpose).
 
     python bench/bench_engine.py                  # engine + the real cost model (sim.cost.serving)
     python bench/bench_engine.py --cost standin   # engine alone, with a vectorised stand-in
@@ -17,8 +24,10 @@ Run on one core (`taskset -c 0`) for the figure the README quotes.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -97,18 +106,86 @@ def real_cost(d: Deployment) -> Any:
     return ServingCostModel(load_model("deepseek-v3"), load_gpu("h800"), d, profile)
 
 
-def bare_simpy(events: int, dt: float) -> float:
-    """Wall seconds for a simpy loop that processes `events` timeouts and nothing else."""
+EXPECTED = Path(__file__).with_name("expected.json")
+
+
+def bare_simpy_cpu_s(events: int) -> float:
+    """CPU seconds for a simpy loop that processes `events` timeouts and does nothing else."""
     env = simpy.Environment()
 
     def loop() -> Any:
         for _ in range(events):
-            yield env.timeout(dt)
+            yield env.timeout(0.05)
 
     env.process(loop())
-    t0 = time.perf_counter()
+    c0 = time.process_time()
     env.run()
-    return time.perf_counter() - t0
+    return time.process_time() - c0
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One simulated case: what it simulated and the CPU it took."""
+
+    name: str
+    summary: dict[str, Any]  # the figures the stored summary holds
+    cpu_s: float
+    wall_s: float
+    steps: int
+    events: int
+    request_steps: int  # sum over steps of the requests a step advanced (decode + prefill)
+    batch_per_rank: float
+
+    @property
+    def cpu_us_per_step(self) -> float:
+        return self.cpu_s / max(self.steps, 1) * 1e6
+
+
+def run_case(name: str, d: Deployment, cost_kind: str, rate: float, output_mean: float,
+             duration_s: float, warmup_s: float) -> CaseResult:  # fmt: skip
+    cost = real_cost(d) if cost_kind == "real" else StandinCost()
+    run = RunSpec(duration_s=duration_s, warmup_s=min(warmup_s, duration_s / 4))
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = simulate(d, lambda _: cost, workload(rate, output_mean), run)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    res = summarize(out, Slo(ttft_s=2.0, tpot_s=0.1))
+    log = out.cluster.pools[0].log
+    steps = log.n
+    summary = {
+        "arrived": out.counts.arrived,
+        "completed": out.counts.completed,
+        "steps": steps,
+        "output_tokens": int(log.column("output_tokens").sum()),
+        "simulated_end_s": round(out.end_s, 6),
+        "step_time_ms": round((res.step_time_s or 0.0) * 1e3, 6),
+        "tpot_p50_ms": round((res.tpot_s.p50 or 0.0) * 1e3, 6),
+    }
+    return CaseResult(
+        name=name, summary=summary, cpu_s=cpu, wall_s=wall, steps=steps, events=out.events,
+        request_steps=int(log.column("segments").sum()),
+        batch_per_rank=float(log.column("segments").sum()) / max(steps, 1) / d.attn_dp,
+    )  # fmt: skip
+
+
+def check_stored(results: list[CaseResult], key: str, update: bool) -> bool:
+    """Compare each case's summary with the stored one (`--update` rewrites it)."""
+    stored = json.loads(EXPECTED.read_text()) if EXPECTED.exists() else {}
+    if update:
+        stored[key] = {r.name: r.summary for r in results}
+        EXPECTED.write_text(json.dumps(stored, indent=2, sort_keys=True) + "\n")
+        print(f"stored summary       : written to {EXPECTED.name} [{key}]")
+        return True
+    ok = True
+    for r in results:
+        want = stored.get(key, {}).get(r.name)
+        if want is None:
+            print(f"stored summary       : none for {key}/{r.name} (run with --update)")
+            continue
+        diff = {k: (want.get(k), v) for k, v in r.summary.items() if want.get(k) != v}
+        verdict = "identical" if not diff else f"DIFFERS {diff}"
+        print(f"stored summary       : {r.name} {verdict}")
+        ok = ok and not diff
+    return ok
 
 
 def main() -> None:
@@ -118,27 +195,41 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=194.0, help="requests per second")
     ap.add_argument("--output-mean", type=float, default=1600.0, help="mean answer, tokens")
     ap.add_argument("--warmup-s", type=float, default=300.0)
+    ap.add_argument("--colocated-s", type=float, default=60.0,
+                    help="simulated seconds of the colocated case (0 skips it)")  # fmt: skip
+    ap.add_argument("--bare-events", type=int, default=1_000_000)
+    ap.add_argument("--update", action="store_true", help="store this run's summaries")
     args = ap.parse_args()
-    cost = real_cost(DEPLOYMENT) if args.cost == "real" else StandinCost()
-    run = RunSpec(duration_s=args.duration_s, warmup_s=min(args.warmup_s, args.duration_s / 4))
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = simulate(DEPLOYMENT, lambda d: cost, workload(args.rate, args.output_mean), run)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    res = summarize(out, Slo(ttft_s=2.0, tpot_s=0.1))
-    bare = bare_simpy(out.events, 0.05)
-    pool = out.cluster.pools[0]
-    busy = (res.decode_batch_per_rank or 0.0) / DEPLOYMENT.max_running_requests
-    print(f"cost model           : {args.cost} ({res.profile})")
-    print(f"simulated            : {args.duration_s:.0f} s, {out.counts.arrived:,} requests "
-          f"arrived, {out.counts.completed:,} completed, {pool.log.n:,} steps")  # fmt: skip
-    print(f"load                 : decode batch/rank {res.decode_batch_per_rank:.1f} of "
-          f"{DEPLOYMENT.max_running_requests} ({busy:.0%} full), step {res.step_time_s * 1e3:.1f}"
-          f" ms, TPOT p50 {res.tpot_s.p50 * 1e3:.1f} ms, MTP accept {res.mtp_accept_len:.2f}")  # type: ignore[operator]  # fmt: skip
-    print(f"wall                 : {wall:.1f} s (CPU {cpu:.1f} s)")
-    print(f"engine               : {out.counts.completed / wall:,.0f} simulated requests/s, "
-          f"{out.events / wall:,.0f} events/s ({out.events:,} events)")  # fmt: skip
-    print(f"bare simpy loop      : {out.events / bare:,.0f} events/s ({bare:.2f} s for the same "
-          f"events); engine overhead {wall / bare:.0f}x")  # fmt: skip
+    decode = run_case("decode", DEPLOYMENT, args.cost, args.rate, args.output_mean,
+                      args.duration_s, args.warmup_s)  # fmt: skip
+    cases = [decode]
+    if args.colocated_s > 0:
+        colocated = DEPLOYMENT.model_copy(update={"name": "dp144_ep144_colocated",
+                                                  "role": "colocated"})  # fmt: skip
+        cases.append(run_case("colocated", colocated, args.cost, args.rate, args.output_mean,
+                              args.colocated_s, args.colocated_s / 4))  # fmt: skip
+    bare_n = max(args.bare_events, decode.events)
+    bare_us = bare_simpy_cpu_s(bare_n) / bare_n * 1e6
+    print(f"cost model           : {args.cost}; DeepSeek-V3 on 18 x 8 H800, {DEPLOYMENT.layout}")
+    for r in cases:
+        s = r.summary
+        print(f"[{r.name:9}] simulated : {s['simulated_end_s']:.0f} s, {s['arrived']:,} arrived, "
+              f"{s['completed']:,} completed, {r.steps:,} steps, step {s['step_time_ms']:.1f} ms, "
+              f"batch/rank {r.batch_per_rank:.1f}")  # fmt: skip
+        print(f"[{r.name:9}] CPU       : {r.cpu_s:.2f} s (wall {r.wall_s:.2f} s); "
+              f"{r.cpu_us_per_step:,.0f} us per step, "
+              f"{r.cpu_s / max(r.request_steps, 1) * 1e9:,.0f} ns per request-step, "
+              f"{s['completed'] / max(r.cpu_s, 1e-9):,.0f} requests per CPU-second")  # fmt: skip
+    if len(cases) > 1:
+        ratio = cases[1].cpu_us_per_step / decode.cpu_us_per_step
+        print(f"colocated / decode   : {ratio:.1f}x CPU per step (target <= 2x)")
+    print(f"bare simpy           : {bare_us:.2f} us CPU per event over {bare_n:,} events; the "
+          f"engine spends {decode.cpu_s / decode.events * 1e6:,.0f} us per event (one event is "
+          f"one forward step of the whole unit): "
+          f"{decode.cpu_s / decode.events * 1e6 / bare_us:,.0f}x a bare event")  # fmt: skip
+    key = f"{args.cost}:{args.duration_s:g}s@{args.rate:g}/s:colocated{args.colocated_s:g}s"
+    if not check_stored(cases, key, args.update):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
