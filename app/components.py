@@ -103,6 +103,9 @@ def _label(name: str) -> str:
     return name.replace("_", " ")
 
 
+DEFAULT_CHOICE = "default"
+
+
 def _optional(tp: Any) -> tuple[Any, bool]:
     """(inner type, True) for `X | None`; (tp, False) otherwise."""
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
@@ -118,14 +121,16 @@ def field_widget(name: str, info: FieldInfo, value: Any, key: str) -> Any:
     label, help_ = _label(name), info.description
     origin = typing.get_origin(tp)
     if origin is Literal:  # fixed name lists (router, mla_policy, dtypes) are Literal types
-        options = list(typing.get_args(tp))
-        return st.selectbox(
+        # an optional name (engine) offers "default" first, which leaves the field unset
+        options = ([DEFAULT_CHOICE] if optional else []) + list(typing.get_args(tp))
+        picked = st.selectbox(
             label,
             options,
             index=options.index(value) if value in options else 0,
             key=key,
             help=help_,
         )
+        return None if picked == DEFAULT_CHOICE else picked
     if tp is bool:
         return st.checkbox(label, value=bool(value), key=key, help=help_)
     if tp in (int, float):
