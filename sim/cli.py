@@ -14,6 +14,7 @@ from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 from sim import cli_memory, cli_physics
+from sim.cli_bench import register as register_bench
 from sim.cli_catalog import register as register_catalog
 from sim.cli_check import register as register_check
 from sim.cli_run import register as register_run
@@ -106,6 +107,7 @@ def run_app(port: int = typer.Option(8501, help="Local port.")) -> None:
 register_run(app)
 register_check(app)
 register_search(app)
+register_bench(app)
 
 
 for _command in app.registered_commands:
