@@ -15,6 +15,7 @@ from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 from sim import cli_memory, cli_physics
+from sim.cli_bench import register as register_bench
 from sim.cli_catalog import register as register_catalog
 from sim.cli_check import register as register_check
 from sim.cli_plan import register as register_plan
@@ -133,6 +134,7 @@ register_check(app)
 register_search(app)
 register_validate(app)
 register_plan(app)
+register_bench(app)
 
 
 for _command in app.registered_commands:

@@ -36,6 +36,7 @@ from sim.cost.layer_ops import (
     mla_layer,
 )
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
+from sim.cost.overheads import engine_overheads
 from sim.cost.overlap import TwoBatchOverlap, comm_time
 from sim.cost.pricing import Pricer, combine, scale, total_seconds
 from sim.cost.roofline import OpEstimator, RooflineCost
@@ -66,17 +67,23 @@ class ServingCostModel(TwoBatchOverlap):
         self.memory = plan_memory(model, gpu, d)
         self.sparse = dsa_active(model, d)
         fallback = attention_fallback = RooflineCost(gpu)
+        self.overheads = engine_overheads(d)
         if estimator is None and profile is not None:
             if model.attention == "mla":
                 check_model(profile, model)
             estimator = CalibratedCost(profile, gpu, profile_gpu)
             r = profile.roofline
+            # an engine replays its decode steps from CUDA graphs: kernels pay the measured
+            # replay gap, not the profile's residual (`sim.cost.overheads`)
+            launch_s = r.launch_overhead_us.value * 1e-6
+            if self.overheads is not None:
+                launch_s = self.overheads.launch_overhead_s()
             fallback, attention_fallback = (
                 RooflineCost(
                     gpu,
                     compute_efficiency=e.value,
                     memory_efficiency=r.memory_bandwidth_efficiency.value,
-                    launch_overhead_s=r.launch_overhead_us.value * 1e-6,
+                    launch_overhead_s=launch_s,
                 )
                 for e in (r.gemm_compute_efficiency, r.attention_compute_efficiency)
             )

@@ -17,7 +17,7 @@ import numpy as np
 
 from sim.engine.lengths import cap_cached, sample_lengths
 from sim.engine.requests import FloatArray, IntArray, RequestTable
-from sim.specs.workload import ClosedWorkload, GammaWorkload, PoissonWorkload
+from sim.specs.workload import BenchmarkWorkload, ClosedWorkload, GammaWorkload, PoissonWorkload
 
 INF = float("inf")
 NO_PIN = np.zeros(0, dtype=np.int64)
@@ -45,7 +45,9 @@ class Batch:
 
 
 def draw_lengths(
-    w: PoissonWorkload | GammaWorkload | ClosedWorkload, rng: np.random.Generator, n: int
+    w: PoissonWorkload | GammaWorkload | ClosedWorkload | BenchmarkWorkload,
+    rng: np.random.Generator,
+    n: int,
 ) -> tuple[IntArray, IntArray, IntArray]:
     """(input, output, cached) tokens of `n` requests."""
     inp = sample_lengths(w.input, rng, n)
@@ -61,7 +63,7 @@ LENGTH_SAMPLE = 100_000  # draws behind `share_longer_than`: shares down to ~1e-
 
 
 def share_longer_than(
-    w: PoissonWorkload | GammaWorkload | ClosedWorkload, limit_tokens: int
+    w: PoissonWorkload | GammaWorkload | ClosedWorkload | BenchmarkWorkload, limit_tokens: int
 ) -> float:
     """Share of the workload's requests whose prompt + answer exceed `limit_tokens`, from a
     fixed-seed sample of its length distributions (the same for every run)."""

@@ -17,6 +17,7 @@ import simpy
 
 from sim.cost.batch import ServingCost
 from sim.engine.arrivals import ClosedLoopFeed, ScheduledFeed, TransferFeed
+from sim.engine.benchmark_feed import BenchmarkFeed
 from sim.engine.mtp import DrawStream
 from sim.engine.pd import KvTransfer
 from sim.engine.pool import AfterPrefill, Pool
@@ -26,7 +27,7 @@ from sim.engine.unit import Unit
 from sim.specs.deployment import Deployment, PdDeployment
 
 CostFactory = Callable[[Deployment], ServingCost]
-EntryFeed = ScheduledFeed | ClosedLoopFeed
+EntryFeed = ScheduledFeed | ClosedLoopFeed | BenchmarkFeed
 
 
 @dataclass
@@ -128,6 +129,12 @@ def build_cluster(
             cluster.entry.on_finished = release  # PD requests whose only token came from prefill
         for p in cluster.pools:  # a refused request's user moves on to the next one
             p.on_refused = closed.refused
+    if isinstance(feed, BenchmarkFeed):  # a finished or refused request frees a client slot
+        cluster.exit.on_finished = feed.finished
+        if cluster.entry is not cluster.exit:
+            cluster.entry.on_finished = feed.finished
+        for p in cluster.pools:
+            p.on_refused = feed.refused
     for u in cluster.units:
         env.process(u.run())
     return cluster

@@ -15,6 +15,7 @@ import numpy as np
 
 from sim.cost.batch import ServingCost
 from sim.engine.arrivals import ClosedLoopFeed, ScheduledFeed, TransferFeed
+from sim.engine.benchmark_feed import BenchmarkFeed
 from sim.engine.kv import KvPages
 from sim.engine.log import StepLog
 from sim.engine.mtp import DraftSampler, DrawStream
@@ -23,7 +24,7 @@ from sim.engine.requests import FloatArray, IntArray, RequestTable
 from sim.engine.router import RankLoad, make_router
 from sim.specs.deployment import Deployment
 
-Feed = ScheduledFeed | ClosedLoopFeed | TransferFeed
+Feed = ScheduledFeed | ClosedLoopFeed | TransferFeed | BenchmarkFeed
 AfterPrefill = Literal["decode", "transfer", "done"]
 
 

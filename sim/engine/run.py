@@ -18,13 +18,14 @@ import numpy as np
 import simpy
 
 from sim.engine.arrivals import Batch, ClosedLoopFeed, ScheduledFeed, open_loop
+from sim.engine.benchmark_feed import BenchmarkFeed
 from sim.engine.cluster import Cluster, CostFactory, build_cluster, entry_deployment
 from sim.engine.invariants import RequestCounts, check_all
 from sim.engine.lengths import cap_cached
 from sim.engine.requests import RequestTable
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import RunSpec
-from sim.specs.workload import ClosedWorkload, TraceWorkload, Workload
+from sim.specs.workload import BenchmarkWorkload, ClosedWorkload, TraceWorkload, Workload
 
 Progress = Callable[[float], None]
 
@@ -63,8 +64,10 @@ def make_feed(
     dep: Deployment | PdDeployment,
     run: RunSpec,
     trace: Batch | None,
-) -> ScheduledFeed | ClosedLoopFeed:
+) -> ScheduledFeed | ClosedLoopFeed | BenchmarkFeed:
     prefilled = isinstance(dep, Deployment) and dep.role == "decode"
+    if isinstance(workload, BenchmarkWorkload):
+        return BenchmarkFeed(workload, rng, prefilled=prefilled)
     if isinstance(workload, TraceWorkload):
         if trace is None:
             raise ValueError(f"workload.path={workload.path!r}: the trace was not loaded")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
+from sim.metrics.benchmark import BenchmarkResults
 from sim.metrics.stats import Percentiles, paired_ratio_ci95
 from sim.specs.base import Spec
 
@@ -163,6 +164,11 @@ class DeploymentResults(Spec):
     profile: str = Field(description="Calibration profile the cost model used.")
     window_s: float = Field(description="Length of the measurement window, seconds.")
     sim_events: int = Field(description="simpy events processed.")
+    benchmark: BenchmarkResults | None = Field(
+        default=None,
+        description="Under a benchmark workload: the client's own summary (warm-up left out, "
+        "TPOT per request, throughput over the benchmark's duration).",
+    )
 
 
 class Results(Spec):

@@ -17,6 +17,7 @@ import numpy as np
 
 from sim.engine import Phase, SimOutput
 from sim.engine.pool import Pool
+from sim.metrics.benchmark import summarize_benchmark
 from sim.metrics.requests import BoolArray, RequestLatencies, request_latencies
 from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut
 from sim.metrics.stats import (
@@ -243,4 +244,5 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         profile=str(getattr(out.cluster.entry.cost, "profile_name", "custom cost model")),
         window_s=window,
         sim_events=out.events,
+        benchmark=summarize_benchmark(out),
     )

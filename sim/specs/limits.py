@@ -91,6 +91,10 @@ def _walk(data: Any, where: str = "") -> Iterator[tuple[str, Any, int]]:
             stack += [(f"{path}[{i}]", v, depth + 1) for i, v in enumerate(value)]
 
 
+# fields where +inf is a documented value: a benchmark client's "send every prompt at once"
+INFINITE_OK = frozenset({"workload.request_rate"})
+
+
 def check_data(data: Any, what: str = "", limits: Limits | None = None) -> None:
     """Shape bounds of parsed data (YAML or JSON): nesting depth, string lengths, finite numbers,
     integers inside `max_int`. LimitError naming the first field over a bound."""
@@ -110,6 +114,8 @@ def check_data(data: Any, what: str = "", limits: Limits | None = None) -> None:
         if isinstance(value, bool):
             continue
         if isinstance(value, float) and not math.isfinite(value):
+            if value == math.inf and path in INFINITE_OK:
+                continue
             raise LimitError(
                 f"{field}: {value} is not a finite number; give a finite value (a very large "
                 "target such as 1e6 stands for 'no limit')"

@@ -24,7 +24,7 @@ from sim.specs.base import Spec
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.model import ModelSpec
 from sim.specs.scenario_limits import check_scenario_limits
-from sim.specs.workload import Workload
+from sim.specs.workload import BenchmarkWorkload, Workload
 
 
 def _deployment_kind(value: Any) -> str:
@@ -71,8 +71,7 @@ class RunSpec(Spec):
 
     @model_validator(mode="after")
     def _bounded(self) -> RunSpec:
-        if self.duration_s is None and self.max_requests is None:
-            raise ValueError("give duration_s or max_requests (or both) so the run ends")
+        # (a benchmark workload ends when its prompts are served: `Scenario` checks the rest)
         if self.duration_s is not None and self.warmup_s >= self.duration_s:
             raise ValueError(
                 f"warmup_s ({self.warmup_s}) must be below duration_s ({self.duration_s}); "
@@ -206,9 +205,16 @@ class Scenario(Spec):
                     f"deployments[{i}].name={dep.name!r} is used twice; give each a unique name"
                 )
             seen.add(dep.name)
+        run = self.run
+        if run.duration_s is None and run.max_requests is None and not self._ends_itself():
+            raise ValueError("run: give duration_s or max_requests (or both) so the run ends")
         check_scenario_limits(self)  # sizes first: nothing below allocates by them
         self._catalog_lookup()
         return self
+
+    def _ends_itself(self) -> bool:
+        """A benchmark client stops once its prompts are served; other workloads never do."""
+        return isinstance(self.workload, BenchmarkWorkload)
 
     def _catalog_lookup(self) -> None:
         """Resolve gpu, model and profile (see the module docstring); each error message starts

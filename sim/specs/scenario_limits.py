@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.limits import LimitError, Limits, check_data, current_limits, over_limit
 from sim.specs.workload import (
+    BenchmarkWorkload,
     ClosedWorkload,
     EmpiricalLength,
     FixedLength,
@@ -111,6 +112,18 @@ def _requests(sc: Scenario, ranks: int, lim: Limits) -> None:
             raise over_limit(
                 field, figure, f"{lim.max_requests:,} requests per run",
                 "lower the rate or shorten run.duration_s (or cap run.max_requests)",
+            )  # fmt: skip
+    if isinstance(w, BenchmarkWorkload):
+        n = w.num_prompts + w.warmup_requests
+        if n > lim.max_requests:
+            raise over_limit(
+                "workload.num_prompts", f"{n:,} requests (warm-up included)",
+                f"{lim.max_requests:,} requests per run", "send fewer prompts",
+            )  # fmt: skip
+        if (w.max_concurrency or 0) > lim.max_in_flight:
+            raise over_limit(
+                "workload.max_concurrency", f"{w.max_concurrency:,} requests in flight",
+                f"{lim.max_in_flight:,}", "lower it",
             )  # fmt: skip
     if isinstance(w, ClosedWorkload):
         users = w.concurrency or (w.concurrency_per_rank or 0) * ranks

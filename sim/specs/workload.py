@@ -6,14 +6,17 @@ Every variant is tagged by `kind`; an unknown kind is rejected with the list of 
   empirical.
 - Workloads: `poisson` and `gamma` (open loop; gamma's `cv` sets burstiness), `closed` (a fixed
   number of requests in flight, in total or per attention rank, as published benchmarks measure),
-  `trace` (replay a CSV `arrival_s,input_tokens,output_tokens[,cached_tokens]`).
+  `trace` (replay a CSV `arrival_s,input_tokens,output_tokens[,cached_tokens]`), `benchmark`
+  (a serving benchmark client as SGLang's `bench_serving` and `vllm bench serve` run one:
+  `num_prompts` requests behind a `max_concurrency` semaphore, warm-up first; see
+  docs/serving-overheads.md).
 - Prefix-cache hits: each request's first `cached_tokens` are already in the cache, given as a
   fraction of the input or as a length distribution (always capped at input - 1).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -228,8 +231,86 @@ class TraceWorkload(Spec):
     )
 
 
+class BenchmarkWorkload(Spec):
+    """A serving benchmark client: `warmup_requests` first (all of them finish before the
+    benchmark starts), then `num_prompts` requests sent at `request_rate` (inf: all at once)
+    through a `max_concurrency` semaphore (a request waits for a free slot; a finished one
+    frees it). The run ends when the last prompt is served.
+
+    Lengths are drawn as the clients' random dataset does: `range_convention: sglang`
+    (`bench_serving --random-range-ratio`) draws integers uniformly in
+    [max(floor(L x ratio), 1), L]; `vllm` (`vllm bench serve`) in
+    [floor(L x (1 - ratio)), floor(L x (1 + ratio))].
+    """
+
+    kind: Literal["benchmark"] = Field(description="Workload kind.")
+    num_prompts: int = Field(ge=1, description="Requests the benchmark sends (--num-prompts).")
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description="Requests in flight at most (--max-concurrency); None: no limit.",
+    )
+    request_rate: float = Field(
+        default=float("inf"),
+        gt=0,
+        description="Requests per second (--request-rate), Poisson arrivals; inf sends them "
+        "all at once (the semaphore then sets the pace).",
+    )
+    input_tokens: int = Field(ge=1, description="Prompt length L (--random-input-len), tokens.")
+    output_tokens: int = Field(ge=1, description="Output length L (--random-output-len), tokens.")
+    range_ratio: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="--random-range-ratio: 1.0 (sglang) or 0.0 (vllm) gives fixed lengths.",
+    )
+    range_convention: Literal["sglang", "vllm"] = Field(
+        default="sglang", description="Which client's rule `range_ratio` follows (above)."
+    )
+    warmup_requests: int = Field(
+        default=0,
+        ge=0,
+        description="Requests sent first at the same concurrency and left out of the "
+        "benchmark's metrics (--warmup-requests; aiperf/genai-perf --warmup-request-count).",
+    )
+
+    @model_validator(mode="after")
+    def _ranges(self) -> BenchmarkWorkload:
+        if self.range_convention == "vllm" and self.range_ratio >= 1.0:
+            raise ValueError(
+                "range_ratio must be below 1 with range_convention: vllm (vllm bench serve "
+                "samples [L x (1 - ratio), L x (1 + ratio)]); use e.g. 0.5"
+            )
+        return self
+
+    def _bounds(self, tokens: int) -> tuple[int, int]:
+        r = self.range_ratio
+        if self.range_convention == "sglang":
+            return max(int(tokens * r), 1), tokens
+        return max(int(tokens * (1.0 - r)), 1), max(int(tokens * (1.0 + r)), 1)
+
+    @property
+    def input(self) -> UniformLength:
+        """Prompt lengths as a distribution (what generic length code reads)."""
+        lo, hi = self._bounds(self.input_tokens)
+        return UniformLength(kind="uniform", min_tokens=lo, max_tokens=hi)
+
+    @property
+    def output(self) -> UniformLength:
+        lo, hi = self._bounds(self.output_tokens)
+        return UniformLength(kind="uniform", min_tokens=lo, max_tokens=hi)
+
+    # the clients' random prompts share no prefix: nothing is cached
+    prefix_cache_fraction: ClassVar[float] = 0.0
+    prefix_cache_tokens: ClassVar[None] = None
+
+    @property
+    def total_requests(self) -> int:
+        return self.warmup_requests + self.num_prompts
+
+
 Workload = Annotated[
-    PoissonWorkload | GammaWorkload | ClosedWorkload | TraceWorkload,
+    PoissonWorkload | GammaWorkload | ClosedWorkload | TraceWorkload | BenchmarkWorkload,
     Field(discriminator="kind"),
 ]
-WORKLOAD_KINDS = ("poisson", "gamma", "closed", "trace")
+WORKLOAD_KINDS = ("poisson", "gamma", "closed", "trace", "benchmark")
