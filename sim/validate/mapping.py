@@ -213,5 +213,5 @@ def map_row(row: MeasuredRow, duplicate_of: str | None = None) -> Mapped | Uncov
         return Uncovered(row.id, nc.reason, nc.detail)
     except ValueError as exc:  # the scenario validator refuses it (a model constraint)
         return Uncovered(row.id, LAYOUT, str(exc).splitlines()[0])
-    profile = scenario_profile_name(scenario.profile, gpu) or "datasheet"
+    profile = scenario_profile_name(scenario.profile, gpu, row.backend) or "datasheet"
     return Mapped(row, scenario, _total_gpus(dep), dep.layout, profile)

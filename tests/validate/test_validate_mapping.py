@@ -16,7 +16,7 @@ def test_r1_agg_tp8_ep8_is_deepseek_v3_on_one_h200_node(row_csv) -> None:
     sc = m.scenario
     [d] = sc.deployments
     assert isinstance(d, Deployment)
-    assert (sc.model, sc.gpu, m.gpus, m.profile) == ("deepseek-v3", "h200", 8, "h200-roofline")
+    assert (sc.model, sc.gpu, m.gpus, m.profile) == ("deepseek-v3", "h200", 8, "h200-trtllm")
     assert (d.engine, d.attn_tp, d.attn_dp, d.ep, d.moe_tp) == ("trtllm", 8, 1, 8, 1)
     assert (d.weight_dtype, d.max_running_requests) == ("fp8", 8)
     assert sc.workload.kind == "closed" and sc.workload.concurrency == 8
@@ -79,3 +79,20 @@ def test_a_repeated_measurement_is_a_duplicate_of_the_first(row_csv) -> None:
     )
     assert mp.duplicates(rows) == {"r2": "r1", "r3": "r1"}
     assert mp.map_row(rows[2], "r1").reason == mp.DUPLICATE  # type: ignore[union-attr]
+
+
+def test_a_row_names_the_profile_its_engine_runs_on() -> None:
+    """Rows are priced by their engine's production-kernel profile where one is bundled, and
+    the report says so (not the GPU's roofline)."""
+    from sim.validate.mapping import Mapped, map_row
+    from sim.validate.rows import read_rows
+    from sim.validate.select import dataset_path
+
+    good, _ = read_rows(dataset_path("aic"))
+    rows = [r for r in good if r.system == "h200_sxm" and r.mode == "agg"]
+    seen = {}
+    for r in rows:
+        m = map_row(r)
+        if isinstance(m, Mapped):
+            seen[r.backend] = m.profile
+    assert seen.get("sglang") == "h200-sglang" and seen.get("trtllm") == "h200-trtllm", seen
