@@ -206,8 +206,10 @@ def test_plan_page_draws_the_pareto_chart_and_a_launch_command(
     chart.wait_for(timeout=30_000)
     legend = page.locator(".js-plotly-plot .legendtext").all_text_contents()
     assert "Pareto frontier" in legend, legend
-    code = page.locator('[data-testid="stCode"]').first.inner_text()
-    assert code.startswith("python -m sglang.launch_server") or "sglang.launch_server" in code
+    block = page.locator('[data-testid="stCode"]', has_text="sglang.launch_server").first
+    block.wait_for(timeout=30_000)  # code blocks fill in after the chart: wait for the text
+    code = block.inner_text()
+    assert "python -m sglang.launch_server" in code
     assert "--tp-size" in code
     _screenshot(page, "plan-page.png", tmp_path)
     page.close()

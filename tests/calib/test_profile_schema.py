@@ -69,7 +69,7 @@ def test_older_schema_version_is_refused_naming_the_file(tmp_path: Path) -> None
 
 
 def test_version_1_file_reads_as_version_2_without_the_new_fields() -> None:
-    profile = load_profile("h800-published")
+    profile = load_profile("h200-measured")  # written by kernels_calib before version 2
     assert profile.schema_version == 1 and profile.engine is None and not profile.provenance
     assert all(t.kernel_source is None for t in profile.tables)
 
