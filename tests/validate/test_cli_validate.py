@@ -47,7 +47,7 @@ def test_validate_writes_the_report_and_counts_every_row(tmp_path: Path) -> None
     }
     assert s["ranking"]["tpot_ms"]["pairs"] == 1
     md = (out / "report.md").read_text()
-    assert "`bad`" in md and "silicon_ttft_ms" in md and "h200-roofline" in md
+    assert "`bad`" in md and "silicon_ttft_ms" in md and "h200-trtllm" in md
     assert "plotly" in (out / "report.html").read_text().lower()
     assert len((out / "results.jsonl").read_text().splitlines()) == 2
 
