@@ -46,6 +46,7 @@ fuzz: $(DEV)
 
 bench: $(CORE)
 	$(BIN)/python bench/bench_engine.py
+	$(BIN)/python bench/bench_profiles.py
 
 app: $(DEV)
 	$(BIN)/mlasim app

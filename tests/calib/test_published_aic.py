@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -36,17 +35,14 @@ def test_rebuilt_from_the_installed_package_equals_the_bundled_file(
     assert out.read_text() == (PROFILES / f"{profile.name}.json").read_text()
 
 
-def test_bundled_files_are_compact_and_load_fast() -> None:
+def test_bundled_files_are_compact() -> None:
+    """At most 10 MB together; their load time is a benchmark (`bench/bench_profiles.py`, run by
+    `make bench`), not a timed test on a shared machine."""
     total = sum((PROFILES / f"{n}.json").stat().st_size for n in NAMES)
     assert total <= 10_000_000
     for name in NAMES:
         path = PROFILES / f"{name}.json"
-        took = []
-        for _ in range(3):  # the best of three: a shared machine's other work is not the load's
-            start = time.perf_counter()
-            parse_profile(json.loads(path.read_text()), str(path))
-            took.append(time.perf_counter() - start)
-        assert min(took) <= 0.5, (name, took)
+        assert parse_profile(json.loads(path.read_text()), str(path)).tables
 
 
 def test_every_table_keeps_its_provenance() -> None:
