@@ -3,7 +3,8 @@
     python -m kernels_calib.published --out sim/catalog/profiles [--csv-dir DIR]
     python -m kernels_calib.published aic ...   (production-kernel profiles: published_aic)
 
-DIR holds the InferSim kernel CSVs (default `../shared/reference/kernels` beside the repo).
+DIR holds the kernel CSVs of alibaba/InferSim (bench_data/; default: a `shared/reference/kernels`
+folder beside the repo, where the team keeps a copy).
 Writes `h800-published`, `h20-published` and `<gpu>-roofline` for every catalog GPU.
 """
 

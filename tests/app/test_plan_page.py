@@ -40,7 +40,8 @@ def test_buttons_uploads_and_downloads_are_never_kept() -> None:
 
 
 def test_each_op_keeps_its_own_colour_across_figures() -> None:
-    from app.charts import KNOWN_OPS, op_colour, step_breakdown
+    from app.charts import step_breakdown
+    from app.op_colours import KNOWN_OPS, op_colour
 
     assert len({op_colour(op) for op in KNOWN_OPS}) == len(KNOWN_OPS)
     three = {n: {"attn_decode": 0.01, "moe_routed": 0.02, "ep_dispatch": 0.003} for n in "abc"}
