@@ -59,10 +59,19 @@ def validate(
         typer.Option(help="Also rewrite this Markdown file's generated baseline block."),
     ] = None,
     warmup_per_user: Annotated[
-        int, typer.Option(min=0, help="Warm-up requests per user (the clients' 2).")
+        int,
+        typer.Option(
+            min=0,
+            help="Warm-up requests per user (the clients ran 2; it changes no simulated figure).",
+        ),
     ] = AIPERF_COUNTS.warmup_per_user,
     requests_per_user: Annotated[
-        int, typer.Option(min=1, help="Measured requests per user (aiconfigurator's runner: 10).")
+        int,
+        typer.Option(
+            min=1,
+            help="Measured requests per user (aiconfigurator's runner: 10; "
+            "at most 3 for answers past 2,048 tokens).",
+        ),
     ] = AIPERF_COUNTS.measured_per_user,
 ) -> None:
     """Simulate measured deployments (coverage, MAPE per group, ranking agreement, worst rows)."""

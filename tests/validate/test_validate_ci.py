@@ -20,9 +20,8 @@ pytest.importorskip("aiconfigurator_core")
 HERE = Path(__file__).parent
 BASELINE = json.loads((HERE / "ci_baseline.json").read_text())
 KEYS = ("ttft_mape", "tpot_mape", "rank_tpot", "rank_tok_s")
-# Shorter benchmarks than the full run's (2N warm-up, 10N measured), to keep `make test` quick:
-# no warm-up (it changes no simulated figure: test_validate_workload.py) and 5N measured, so
-# the first, all-at-once wave weighs 1/5 of the statistics instead of 1/10 and the subset's
+# Shorter benchmarks than the full run's (10N measured), to keep `make test` quick: 5N, so the
+# first, all-at-once wave weighs 1/5 of the statistics instead of 1/10 and the subset's
 # figures differ from the same rows' in the full run (docs/validation.md).
 COUNTS = BenchCounts(BASELINE["warmup_per_user"], BASELINE["requests_per_user"])
 

@@ -10,7 +10,7 @@ from sim.specs.scenario import Scenario
 from sim.validate.mapping import Mapped, map_row
 from sim.validate.rows import read_rows
 from sim.validate.runner import record_of
-from sim.validate.workload import BenchCounts
+from sim.validate.workload import TOOL_WARMUP_PER_USER, BenchCounts
 
 
 def _mapped(row_csv, counts: BenchCounts, **over) -> Mapped:
@@ -25,8 +25,15 @@ def test_counts_scale_with_the_rows_concurrency(row_csv) -> None:
     assert (w.warmup_requests, w.num_prompts, w.max_concurrency) == (24, 56, 8)
 
 
+def test_long_answers_run_fewer_measured_requests(row_csv) -> None:
+    short = _mapped(row_csv, BenchCounts(), osl=2048).scenario.workload
+    long = _mapped(row_csv, BenchCounts(), osl=2049).scenario.workload
+    assert (short.num_prompts, long.num_prompts) == (80, 24)
+    assert BenchCounts(0, 2).measured_for(8192) == 2  # never more than asked for
+
+
 def test_counts_must_be_meaningful() -> None:
-    with pytest.raises(ValueError, match="measured 0 >= 1"):
+    with pytest.raises(ValueError, match="measured 0 and"):
         BenchCounts(2, 0)
     with pytest.raises(ValueError, match="warm-up -1"):
         BenchCounts(-1, 10)
@@ -51,8 +58,8 @@ def test_warm_up_is_left_out_and_leaves_nothing_behind(row_csv) -> None:
     """aiperf starts profiling once every warm-up response is back, so the measured requests
     meet an idle server; the simulator keeps nothing from the warm-up either (fixed, distinct
     prompts: no cache to warm). The measured figures are the same with and without it, which
-    is why the CI subset may skip it (tests/validate/ci_baseline.json)."""
-    warm = _figures(_mapped(row_csv, BenchCounts(2, 3)))
+    is why no row simulates it by default (sim.validate.workload.BenchCounts)."""
+    warm = _figures(_mapped(row_csv, BenchCounts(TOOL_WARMUP_PER_USER, 3)))
     cold = _figures(_mapped(row_csv, BenchCounts(0, 3)))
     assert warm == pytest.approx(cold, rel=1e-9)  # the same steps, later on the clock
     assert all(v > 0 for v in warm.values())
