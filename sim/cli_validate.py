@@ -19,6 +19,7 @@ from sim.cli_physics import usage_error
 from sim.search.backends import BACKENDS, BackendError, make_backend
 from sim.validate.rows import RowsError
 from sim.validate.runner import ProgressFn
+from sim.validate.workload import AIPERF_COUNTS, BenchCounts
 
 PUBLISHED = "published"
 
@@ -57,6 +58,21 @@ def validate(
         Path | None,
         typer.Option(help="Also rewrite this Markdown file's generated baseline block."),
     ] = None,
+    warmup_per_user: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Warm-up requests per user (the clients ran 2; it changes no simulated figure).",
+        ),
+    ] = AIPERF_COUNTS.warmup_per_user,
+    requests_per_user: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Measured requests per user (aiconfigurator's runner: 10; "
+            "at most 3 for answers past 2,048 tokens).",
+        ),
+    ] = AIPERF_COUNTS.measured_per_user,
 ) -> None:
     """Simulate measured deployments (coverage, MAPE per group, ranking agreement, worst rows)."""
     from sim.validate.report import write_report
@@ -76,7 +92,8 @@ def validate(
         raise usage_error(f"--backend {backend}: {exc}") from None
     try:
         with be:
-            s = validate(dataset_path(dataset), f, out, be, _progress(every))
+            counts = BenchCounts(warmup_per_user, requests_per_user)
+            s = validate(dataset_path(dataset), f, out, be, _progress(every), counts)
     except RowsError as exc:
         raise usage_error(str(exc)) from None
     try:

@@ -8,7 +8,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 class Spec(BaseModel):
     """A validated, immutable value. Derived quantities are properties, never stored fields."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    # ser_json_inf_nan: a spec's JSON (how the process and Ray backends hand a scenario to a
+    # worker) must read back as the same spec; pydantic's default writes inf (a benchmark's
+    # request_rate) as null, which the float field then refuses.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", validate_default=True, ser_json_inf_nan="strings"
+    )
 
 
 def error_lines(exc: ValidationError) -> list[str]:

@@ -19,7 +19,7 @@ from sim.catalog.profiles import scenario_profile_name
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import Scenario
 from sim.validate.rows import MeasuredRow, Pool
-from sim.validate.workload import row_workload
+from sim.validate.workload import AIPERF_COUNTS, BenchCounts, row_workload
 
 GPUS_PER_NODE = 8  # every Hopper and B200 system in the sample is an 8-GPU HGX node
 
@@ -184,8 +184,10 @@ def _total_gpus(dep: Deployment | PdDeployment) -> int:
     return dep.total_gpus
 
 
-def map_row(row: MeasuredRow, duplicate_of: str | None = None) -> Mapped | Uncovered:
-    """The scenario of one measured row, or why it has none."""
+def map_row(
+    row: MeasuredRow, duplicate_of: str | None = None, counts: BenchCounts = AIPERF_COUNTS
+) -> Mapped | Uncovered:
+    """The scenario of one measured row (its benchmark run with `counts`), or why it has none."""
     try:
         if duplicate_of is not None:
             raise _NotCovered(DUPLICATE, f"same experiment and figures as {duplicate_of}")
@@ -197,7 +199,7 @@ def map_row(row: MeasuredRow, duplicate_of: str | None = None) -> Mapped | Uncov
             raise _NotCovered(UNKNOWN_ENGINE, f"{row.backend!r} (known: {', '.join(ENGINES)})")
         dep = _deployment(row, _weights(row))
         gpu = SYSTEMS[row.system]
-        workload, run = row_workload(row)
+        workload, run = row_workload(row, counts)
         scenario = Scenario.model_validate(
             dict(
                 name=row.id,

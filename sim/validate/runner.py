@@ -39,23 +39,33 @@ def _pools(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def record_of(m: Mapped, results: dict[str, Any], wall_s: float) -> dict[str, Any]:
     """The journal record of one simulated row: its identity, measured and predicted figures
-    (TTFT and TPOT means, output tok/s per GPU from them as the closed loop gives it), the
+    (the benchmark client's mean TTFT and mean per-request TPOT over the measured requests,
+    warm-up left out; output tok/s per GPU from them as the closed loop gives it), the
     profile, the per-pool step breakdown with sources, and the wall time."""
     r = m.row
     dep = results["deployments"][0]
-    ttft, tpot = dep["ttft_s"]["mean"], dep["tpot_s"]["mean"]
+    bench = dep.get("benchmark")
     rec: dict[str, Any] = {**_identity(m), "status": "ok", "wall_s": round(wall_s, 3)}
-    if ttft is None or tpot is None:
-        return {**rec, "status": "error", "error": "no request finished in the run"}
-    ttft_ms, tpot_ms = ttft * 1000.0, tpot * 1000.0
+    if bench is None or bench["ttft"]["mean_ms"] is None or bench["tpot"]["mean_ms"] is None:
+        return {**rec, "status": "error", "error": "no benchmark request finished in the run"}
+    ttft_ms, tpot_ms = bench["ttft"]["mean_ms"], bench["tpot"]["mean_ms"]
     rec.update(
         pred_ttft_ms=ttft_ms,
         pred_tpot_ms=tpot_ms,
         pred_tok_s_per_gpu=closed_loop_tok_s(r.concurrency, r.osl, ttft_ms, tpot_ms) / m.gpus,
-        sim_output_tok_s_per_gpu=dep["output_tok_s_per_gpu"],
+        sim_output_tok_s_per_gpu=bench["output_throughput_tok_s"] / m.gpus,
         pools=_pools(results),
     )
     return rec
+
+
+def _benchmark(m: Mapped) -> dict[str, int]:
+    """The benchmark's request counts: a journal record is reused only by a run with the same."""
+    w = m.scenario.workload
+    return {
+        "warmup_requests": getattr(w, "warmup_requests", 0),
+        "num_prompts": getattr(w, "num_prompts", 0),
+    }
 
 
 def _identity(m: Mapped) -> dict[str, Any]:
@@ -77,11 +87,17 @@ def _identity(m: Mapped) -> dict[str, Any]:
         "meas_ttft_ms": r.ttft_ms,
         "meas_tpot_ms": r.tpot_ms,
         "meas_tok_s_per_gpu": r.measured_tok_s / m.gpus,
+        "benchmark": _benchmark(m),
     }
 
 
 def error_record(m: Mapped, message: str, wall_s: float) -> dict[str, Any]:
     return {**_identity(m), "status": "error", "error": message, "wall_s": round(wall_s, 3)}
+
+
+def _finished(journal: Journal, m: Mapped) -> bool:
+    rec = journal.done.get(m.row.id)
+    return rec is not None and rec.get("benchmark") == _benchmark(m)
 
 
 def run_rows(
@@ -90,12 +106,14 @@ def run_rows(
     backend: Backend,
     progress: ProgressFn | None = None,
 ) -> Journal:
-    """Simulate every mapped row not yet in `out_dir`'s journal; return the journal.
+    """Simulate every mapped row not yet in `out_dir`'s journal with the same benchmark counts
+    (a record of other counts, or of the closed loop rows ran as before, is redone and the new
+    record wins); return the journal.
 
     `wall_s` of a row is the time since the previous row finished: the row's own wall time on
     the serial backend, about its time divided by the workers on a pool."""
     journal = Journal(Path(out_dir) / JOURNAL_NAME)
-    todo = [m for m in mapped if m.row.id not in journal]
+    todo = [m for m in mapped if not _finished(journal, m)]
     done = 0
 
     def finished(rec: dict[str, Any]) -> None:
@@ -113,7 +131,7 @@ def run_rows(
             last = now
     except RunError:  # which row failed is not known: run the rest one at a time
         for m in todo:
-            if m.row.id in journal:
+            if _finished(journal, m):
                 continue
             start = time.perf_counter()
             try:

@@ -12,6 +12,7 @@ from sim.validate.mapping import MALFORMED, SYSTEMS, Mapped, Uncovered, duplicat
 from sim.validate.report import summary
 from sim.validate.rows import Malformed, MeasuredRow, aic_csv_path, read_rows
 from sim.validate.runner import ProgressFn, run_rows
+from sim.validate.workload import AIPERF_COUNTS, BenchCounts
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,11 @@ def dataset_path(dataset: str) -> Path:
     return aic_csv_path() if dataset == "aic" else Path(dataset)
 
 
-def plan(path: str | Path, f: Filters) -> tuple[list[Mapped], list[Uncovered], int]:
-    """(rows to simulate, rows not simulated with their reasons, rows selected)."""
+def plan(
+    path: str | Path, f: Filters, counts: BenchCounts = AIPERF_COUNTS
+) -> tuple[list[Mapped], list[Uncovered], int]:
+    """(rows to simulate, each benchmark run with `counts`; rows not simulated with their
+    reasons; rows selected)."""
     rows, bad = read_rows(path)
     # over the whole file (a repeated row's kept id may be filtered out), keeping runnable ones
     runnable = {r.id for r in rows if isinstance(map_row(r), Mapped)}
@@ -59,7 +63,7 @@ def plan(path: str | Path, f: Filters) -> tuple[list[Mapped], list[Uncovered], i
     uncovered = [Uncovered(b.id, MALFORMED, b.problem) for b in bad if f.keep_malformed(b)]
     total = len(chosen) + len(uncovered)  # a malformed row cannot be filtered: it counts
     for r in chosen:
-        m = map_row(r, dup.get(r.id))
+        m = map_row(r, dup.get(r.id), counts)
         if isinstance(m, Mapped):
             mapped.append(m)
         else:
@@ -73,9 +77,11 @@ def validate(
     out_dir: str | Path,
     backend: Backend,
     progress: ProgressFn | None = None,
+    counts: BenchCounts = AIPERF_COUNTS,
 ) -> dict[str, Any]:
-    """Run (or resume) the selected rows and return the report's summary."""
-    mapped, uncovered, total = plan(path, f)
+    """Run (or resume) the selected rows, each benchmark run with `counts`, and return the
+    report's summary (a row the journal holds with other counts is run again)."""
+    mapped, uncovered, total = plan(path, f, counts)
     journal = run_rows(mapped, out_dir, backend, progress)
     ids = {m.row.id for m in mapped}
     return summary(total, uncovered, [r for r in journal if r["id"] in ids])

@@ -44,6 +44,11 @@ def _cmd(ids: Path, out: Path) -> list[str]:
         str(out),
         "--every",
         "1",
+        # short benchmarks: this test is about resuming, not the figures
+        "--warmup-per-user",
+        "0",
+        "--requests-per-user",
+        "2",
     ]
 
 

@@ -27,3 +27,19 @@ def test_resume_skips_finished_rows_and_redoes_a_torn_one(row_csv, tmp_path: Pat
     assert set(second.done) == {"a", "b"} and second.done["a"] == kept
     lines = path.read_text().splitlines()
     assert [json.loads(line)["id"] for line in lines] == ["a", "b"]
+
+
+def test_a_row_recorded_with_other_benchmark_counts_is_run_again(row_csv, tmp_path: Path) -> None:
+    from sim.validate.workload import BenchCounts
+
+    [row], _ = read_rows(row_csv({"id": "a", "osl": 8}))
+    short, long = (map_row(row, counts=BenchCounts(0, n)) for n in (1, 2))
+    assert isinstance(short, Mapped) and isinstance(long, Mapped)
+    out = tmp_path / "out"
+    with SerialBackend() as be:
+        run_rows([short], out, be)
+        again = run_rows([short], out, be)  # same counts: nothing to do
+        assert again.done["a"]["benchmark"] == {"warmup_requests": 0, "num_prompts": 8}
+        redone = run_rows([long], out, be)
+    assert redone.done["a"]["benchmark"] == {"warmup_requests": 0, "num_prompts": 16}
+    assert len((out / JOURNAL_NAME).read_text().splitlines()) == 2  # short, then long
