@@ -160,18 +160,14 @@ class Pool:
         gen = t.generated[rows]
         todo = target - t.prefilled[rows]
         pages = self.kv.pages_for(np.where(todo > 0, target, inp + gen + self.draft_tokens))
-        remaining = (todo + out - gen).tolist()
-        tokens, q, load, assigned = todo.tolist(), self.queues, self.outstanding, self.assigned
-        pinned = pins.tolist() if pins.shape[0] else None
-        choose, rl, n = self.router.choose, self.load, self.num_ranks
-        ranks = []
-        for k, (i, p) in enumerate(zip(ids.tolist(), pages.tolist(), strict=True)):
-            r = pinned[k] % n if pinned is not None else choose(rl)
-            q.push_back(r, (i, p, tokens[k]))
-            load[r] += remaining[k]
-            assigned[r] += 1
-            ranks.append(r)
-        r_arr = np.array(ranks, dtype=np.int64)
+        remaining = todo + out - gen
+        if pins.shape[0]:
+            r_arr = pins % self.num_ranks
+        else:
+            r_arr = self.router.choose_many(self.load, pages, remaining)
+        self.queues.push_many(r_arr, ids, pages, todo)
+        np.add.at(self.outstanding, r_arr, remaining)
+        np.add.at(self.assigned, r_arr, 1)
         t.route(rows, r_arr)
         if self.feed.fresh:  # new requests have no home rank yet
             t.home_rank[rows] = r_arr

@@ -41,6 +41,19 @@ class RankQueues:
         if len(q) == 1:  # the head changes only when the queue was empty
             self.head_pages[r] = entry[1]
 
+    def push_many(self, ranks: IntArray, ids: IntArray, pages: IntArray, tokens: IntArray) -> None:
+        """`push_back` of entries (ids[k], pages[k], tokens[k]) on ranks[k], in order."""
+        qs, head = self._q, self.head_pages
+        for r, i, p, t in zip(ranks.tolist(), ids.tolist(), pages.tolist(), tokens.tolist(),
+                              strict=True):  # fmt: skip
+            q = qs[r]
+            if not q:  # the head changes only when the queue was empty
+                head[r] = p
+            q.append((i, p, t))
+        n = self.length.shape[0]
+        self.length += np.bincount(ranks, minlength=n)
+        np.add.at(self.queued_pages, ranks, pages)
+
     def push_front(self, r: int, entries: list[Entry]) -> None:
         """Put `entries` (oldest first) ahead of everything queued on rank r."""
         self._q[r].extendleft(reversed(entries))

@@ -1,7 +1,9 @@
 """Routers: which attention rank (of any unit or replica in a pool) a new request joins.
 
 A router sees per-rank load arrays and returns one rank. Ties go to the lowest rank index, so a
-run stays deterministic. Routers live in a registry; an unknown name lists the known ones.
+run stays deterministic. `choose_many` routes a step's arrivals at once, exactly as one `choose`
+per request with the load counting each routed request before the next is placed. Routers live
+in a registry; an unknown name lists the known ones.
 """
 
 from __future__ import annotations
@@ -9,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim.engine.requests import IntArray
+
+# candidates (ranks x arrivals) one batch of `_merge_argmin` may build; larger bursts are split
+_MERGE_CELLS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -23,6 +30,40 @@ class RankLoad:
     queued: IntArray  # of those, queued
 
 
+def _sequential_argmin(score: IntArray, add: IntArray) -> IntArray:
+    """Request k goes to the lowest score (lowest index on ties), which then grows by add[k]."""
+    s = score.copy()
+    out = np.empty(add.shape[0], dtype=np.int64)
+    for k, a in enumerate(add.tolist()):
+        r = int(s.argmin())
+        out[k] = r
+        s[r] += a
+    return out
+
+
+def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
+    """`_sequential_argmin` where every request adds the same `step` > 0, without a loop.
+
+    Rank r's successive scores s_r, s_r + step, ... rise, so the greedy picks are a k-way merge
+    of those lists: the k smallest (score, rank) pairs in order. Keys score * R + r sort exactly
+    so; only j < k picks per rank can be among them.
+    """
+    s = score.astype(np.int64, copy=True)
+    R = s.shape[0]
+    out = np.empty(k, dtype=np.int64)
+    done = 0
+    while done < k:
+        m = min(k - done, max(_MERGE_CELLS // R, 1))
+        keys = (s[:, None] + step * np.arange(m, dtype=np.int64)) * R + np.arange(R)[:, None]
+        flat = keys.ravel()
+        best = np.partition(flat, m - 1)[:m] if m < flat.shape[0] else flat
+        ranks = np.sort(best) % R
+        out[done : done + m] = ranks
+        s += step * np.bincount(ranks, minlength=R)
+        done += m
+    return out
+
+
 class Router:
     """Chooses a rank for one request."""
 
@@ -30,6 +71,23 @@ class Router:
 
     def choose(self, load: RankLoad) -> int:
         raise NotImplementedError
+
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        """Ranks of requests queued in order, each needing pages[k] KV pages on admission and
+        work[k] tokens: what `choose` gives request by request with the load updated after each
+        one (`load` itself is not changed). Routers override it with a vectorised equivalent."""
+        live = RankLoad(*(np.array(a, dtype=np.int64) for a in (
+            load.outstanding_tokens, load.kv_pages, load.queued_pages, load.requests,
+            load.queued,
+        )))  # fmt: skip
+        out = np.empty(pages.shape[0], dtype=np.int64)
+        for k, (p, w) in enumerate(zip(pages.tolist(), work.tolist(), strict=True)):
+            r = out[k] = self.choose(live)
+            live.outstanding_tokens[r] += w
+            live.queued_pages[r] += p
+            live.requests[r] += 1
+            live.queued[r] += 1
+        return out
 
 
 class RoundRobin(Router):
@@ -43,6 +101,12 @@ class RoundRobin(Router):
         r = self._next
         self._next = (r + 1) % self.num_ranks
         return r
+
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        k = pages.shape[0]
+        out = (self._next + np.arange(k, dtype=np.int64)) % self.num_ranks
+        self._next = (self._next + k) % self.num_ranks
+        return out
 
 
 class LeastTokens(Router):
@@ -60,6 +124,9 @@ class LeastTokens(Router):
     def choose(self, load: RankLoad) -> int:
         return int(load.outstanding_tokens.argmin())
 
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        return _sequential_argmin(load.outstanding_tokens, work)
+
 
 class LeastKv(Router):
     """Least KV in use, counting what queued requests will take."""
@@ -71,6 +138,9 @@ class LeastKv(Router):
 
     def choose(self, load: RankLoad) -> int:
         return int((load.kv_pages + load.queued_pages).argmin())
+
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        return _sequential_argmin(load.kv_pages + load.queued_pages, pages)
 
 
 class LeastRequests(Router):
@@ -86,6 +156,11 @@ class LeastRequests(Router):
     def choose(self, load: RankLoad) -> int:
         # running + 4 x queued = requests + 3 x queued
         return int((load.requests + (self.QUEUED_WEIGHT - 1) * load.queued).argmin())
+
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        # each routed request is one more request, queued: its rank's score rises by 4
+        score = load.requests + (self.QUEUED_WEIGHT - 1) * load.queued
+        return _merge_argmin(score, self.QUEUED_WEIGHT, int(pages.shape[0]))
 
 
 ROUTERS: dict[str, Callable[[int], Router]] = {
