@@ -15,8 +15,9 @@ import numpy as np
 
 from sim.engine.requests import IntArray
 
-# candidates (ranks x arrivals) one batch of `_merge_argmin` may build; larger bursts are split
-_MERGE_CELLS = 1 << 16
+# up to this many arrivals, `_merge_argmin` picks one by one (numpy's call overhead beats the
+# merge's arithmetic for a few arrivals)
+_LOOP_MAX = 48
 
 
 @dataclass(frozen=True)
@@ -42,26 +43,36 @@ def _sequential_argmin(score: IntArray, add: IntArray) -> IntArray:
 
 
 def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
-    """`_sequential_argmin` where every request adds the same `step` > 0, without a loop.
+    """`_sequential_argmin` where every request adds the same `step` > 0, without a long loop.
 
     Rank r's successive scores s_r, s_r + step, ... rise, so the greedy picks are a k-way merge
-    of those lists: the k smallest (score, rank) pairs in order. Keys score * R + r sort exactly
-    so; only j < k picks per rank can be among them.
+    of those lists: the k smallest (score, rank) pairs in order. The k-th smallest score L is
+    found by bisection on how many pairs lie at or below a level; every pair below L is picked,
+    then the lowest ranks with a pair at exactly L.
     """
     s = score.astype(np.int64, copy=True)
+    if k <= _LOOP_MAX:
+        out = [0] * k
+        argmin = s.argmin
+        for i in range(k):
+            r = out[i] = int(argmin())
+            s[r] += step
+        return np.asarray(out, dtype=np.int64)
+    lo = int(s.min())
+    hi = lo + step * (k - 1)  # the lowest rank alone has k pairs up to here
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if int(np.maximum((mid - s) // step + 1, 0).sum()) >= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    below = np.maximum((lo - 1 - s) // step + 1, 0)  # pairs under the level, per rank
+    ties = ((s <= lo) & ((lo - s) % step == 0)).nonzero()[0][: k - int(below.sum())]
     R = s.shape[0]
-    out = np.empty(k, dtype=np.int64)
-    done = 0
-    while done < k:
-        m = min(k - done, max(_MERGE_CELLS // R, 1))
-        keys = (s[:, None] + step * np.arange(m, dtype=np.int64)) * R + np.arange(R)[:, None]
-        flat = keys.ravel()
-        best = np.partition(flat, m - 1)[:m] if m < flat.shape[0] else flat
-        ranks = np.sort(best) % R
-        out[done : done + m] = ranks
-        s += step * np.bincount(ranks, minlength=R)
-        done += m
-    return out
+    ranks = np.repeat(np.arange(R, dtype=np.int64), below)
+    j = np.arange(ranks.shape[0]) - np.repeat(np.cumsum(below) - below, below)
+    order = np.argsort((s[ranks] + step * j) * R + ranks)  # distinct keys: (score, rank) order
+    return np.concatenate([ranks[order], ties])
 
 
 class Router:
