@@ -79,6 +79,9 @@ class Router:
     """Chooses a rank for one request."""
 
     name = "router"
+    # whether it reads `outstanding_tokens`: the pool sums running requests' work only for one
+    # that does (a router of unknown needs is given everything)
+    reads_work = True
 
     def choose(self, load: RankLoad) -> int:
         raise NotImplementedError
@@ -103,6 +106,7 @@ class Router:
 
 class RoundRobin(Router):
     name = "round_robin"
+    reads_work = False
 
     def __init__(self, num_ranks: int) -> None:
         self.num_ranks = num_ranks
@@ -143,6 +147,7 @@ class LeastKv(Router):
     """Least KV in use, counting what queued requests will take."""
 
     name = "least_kv"
+    reads_work = False
 
     def __init__(self, num_ranks: int) -> None:
         self.num_ranks = num_ranks
@@ -159,6 +164,7 @@ class LeastRequests(Router):
     lengths (vLLM's data-parallel balancing scores engines as 4 x waiting + running)."""
 
     name = "least_requests"
+    reads_work = False
     QUEUED_WEIGHT = 4
 
     def __init__(self, num_ranks: int) -> None:
