@@ -73,9 +73,12 @@ def workload(rate_req_s: float, output_mean_tokens: float) -> PoissonWorkload:
 class StandinCost:
     """Vectorised analytic step time for engine-only measurements.
 
-    Fitted to `ServingCostModel`'s decode steps for this deployment (roofline, H800, TBO, EPLB):
-    4.5 ms + ~0.36 ms per request per rank between 20 and 128 requests per rank; per-rank
-    attention reads each request's whole KV, so long contexts still make a rank the slowest.
+    Once fitted to `ServingCostModel`'s decode steps for this deployment (4.5 ms + ~0.36 ms per
+    request per rank); the cost model has changed since, and at 194 requests/s this stand-in now
+    runs 8.4 ms steps at ~10 requests per rank (the real model: ~105 ms at ~97 after 600 s), so
+    it times the engine in another regime. The real run's `split` line gives the engine's own
+    CPU in the benchmark's regime. Per-rank attention reads each request's whole KV, so long
+    contexts still make a rank the slowest.
     """
 
     kv_bytes_per_token: float = 71_424.0  # DeepSeek-V3 BF16 latent, 61 layers + the MTP layer
