@@ -128,3 +128,15 @@ def test_the_generic_choose_many_follows_choose() -> None:
     got = Plain().choose_many(load, pages, np.zeros(4, dtype=np.int64))
     assert got.tolist() == make_router("least_kv", 3).choose_many(load, pages, pages).tolist()
     assert got.tolist() == [1, 2, 2, 1]  # scores 5,1,2 -> 5,4,2 -> 5,4,3 -> 5,4,4 (tie: 1)
+
+
+def test_least_tokens_reads_the_work_running_requests_have_left() -> None:
+    """Router load of running requests is summed from the running sets when least_tokens
+    routes: a rank decoding a long answer keeps losing to one whose short answers finish."""
+    batch = requests((0.0, 100, 1000), (0.5, 100, 10), (1.0, 100, 10), (1.5, 2000, 500))
+    out = run_trace(unit(ranks=2, router="least_tokens"), FixedCost(), batch)
+    # at 0.5 s rank 0 has ~950 output tokens left, rank 1 none; at 1.5 s rank 0 still ~900
+    # left, rank 1 nothing (its two short answers done): the long prompt goes to rank 1 too
+    assert out.table.home_rank[:4].tolist() == [0, 1, 1, 1]
+    pool = out.cluster.pools[0]
+    assert pool.work_left().tolist() == [0, 0]  # all done at the end
