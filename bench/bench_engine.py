@@ -24,6 +24,7 @@ Run on one core (`taskset -c 0`) for the figure the README quotes.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -72,9 +73,12 @@ def workload(rate_req_s: float, output_mean_tokens: float) -> PoissonWorkload:
 class StandinCost:
     """Vectorised analytic step time for engine-only measurements.
 
-    Fitted to `ServingCostModel`'s decode steps for this deployment (roofline, H800, TBO, EPLB):
-    4.5 ms + ~0.36 ms per request per rank between 20 and 128 requests per rank; per-rank
-    attention reads each request's whole KV, so long contexts still make a rank the slowest.
+    Once fitted to `ServingCostModel`'s decode steps for this deployment (4.5 ms + ~0.36 ms per
+    request per rank); the cost model has changed since, and at 194 requests/s this stand-in now
+    runs 8.4 ms steps at ~10 requests per rank (the real model: ~105 ms at ~97 after 600 s), so
+    it times the engine in another regime. The real run's `split` line gives the engine's own
+    CPU in the benchmark's regime. Per-rank attention reads each request's whole KV, so long
+    contexts still make a rank the slowest.
     """
 
     kv_bytes_per_token: float = 71_424.0  # DeepSeek-V3 BF16 latent, 61 layers + the MTP layer
@@ -109,6 +113,34 @@ def real_cost(d: Deployment) -> Any:
 EXPECTED = Path(__file__).with_name("expected.json")
 
 
+class TimedCost:
+    """A cost model wrapped to count the CPU its `step_cost` calls take (the rest is engine)."""
+
+    def __init__(self, cost: Any) -> None:
+        self.cost, self.cpu_s = cost, 0.0
+
+    def step_cost(self, batch: BatchShape) -> StepCost:
+        c0 = time.process_time()
+        out = self.cost.step_cost(batch)
+        self.cpu_s += time.process_time() - c0
+        return out  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:  # capacity, KV bytes, memory plan: the model's own
+        return getattr(self.cost, name)
+
+
+def digest(out: Any) -> str:
+    """SHA-256 of every step's start and duration and every request's rank, tokens and times:
+    any change in what the run did changes it."""
+    log, t = out.cluster.pools[0].log, out.table
+    n = t.size
+    h = hashlib.sha256()
+    for a in (log.column("start_s"), log.column("duration_s"), log.column("output_tokens"),
+              t.home_rank[:n], t.generated[:n], t.first_token_s[:n], t.finish_s[:n]):  # fmt: skip
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
 def bare_simpy_cpu_s(events: int) -> float:
     """CPU seconds for a simpy loop that processes `events` timeouts and does nothing else."""
     env = simpy.Environment()
@@ -130,6 +162,7 @@ class CaseResult:
     name: str
     summary: dict[str, Any]  # the figures the stored summary holds
     cpu_s: float
+    cost_cpu_s: float  # of cpu_s, inside the cost model's step_cost
     wall_s: float
     steps: int
     events: int
@@ -143,7 +176,7 @@ class CaseResult:
 
 def run_case(name: str, d: Deployment, cost_kind: str, rate: float, output_mean: float,
              duration_s: float, warmup_s: float) -> CaseResult:  # fmt: skip
-    cost = real_cost(d) if cost_kind == "real" else StandinCost()
+    cost = TimedCost(real_cost(d) if cost_kind == "real" else StandinCost())
     run = RunSpec(duration_s=duration_s, warmup_s=min(warmup_s, duration_s / 4))
     t0, c0 = time.perf_counter(), time.process_time()
     out = simulate(d, lambda _: cost, workload(rate, output_mean), run)
@@ -159,9 +192,11 @@ def run_case(name: str, d: Deployment, cost_kind: str, rate: float, output_mean:
         "simulated_end_s": round(out.end_s, 6),
         "step_time_ms": round((res.step_time_s or 0.0) * 1e3, 6),
         "tpot_p50_ms": round((res.tpot_s.p50 or 0.0) * 1e3, 6),
+        "digest": digest(out),
     }
     return CaseResult(
-        name=name, summary=summary, cpu_s=cpu, wall_s=wall, steps=steps, events=out.events,
+        name=name, summary=summary, cpu_s=cpu, cost_cpu_s=cost.cpu_s, wall_s=wall, steps=steps,
+        events=out.events,
         request_steps=int(log.column("segments").sum()),
         batch_per_rank=float(log.column("segments").sum()) / max(steps, 1) / d.attn_dp,
     )  # fmt: skip
@@ -220,13 +255,19 @@ def main() -> None:
               f"{r.cpu_us_per_step:,.0f} us per step, "
               f"{r.cpu_s / max(r.request_steps, 1) * 1e9:,.0f} ns per request-step, "
               f"{s['completed'] / max(r.cpu_s, 1e-9):,.0f} requests per CPU-second")  # fmt: skip
+        eng = r.cpu_s - r.cost_cpu_s
+        print(f"[{r.name:9}] split     : engine {eng / max(r.steps, 1) * 1e6:,.0f} us per step "
+              f"({eng / max(r.request_steps, 1) * 1e9:,.0f} ns per request-step), cost model "
+              f"{r.cost_cpu_s / max(r.steps, 1) * 1e6:,.0f} us per step")  # fmt: skip
     if len(cases) > 1:
         ratio = cases[1].cpu_us_per_step / decode.cpu_us_per_step
         print(f"colocated / decode   : {ratio:.1f}x CPU per step (target <= 2x)")
     print(f"bare simpy           : {bare_us:.2f} us CPU per event over {bare_n:,} events; the "
           f"engine spends {decode.cpu_s / decode.events * 1e6:,.0f} us per event (one event is "
           f"one forward step of the whole unit): "
-          f"{decode.cpu_s / decode.events * 1e6 / bare_us:,.0f}x a bare event")  # fmt: skip
+          f"{decode.cpu_s / decode.events * 1e6 / bare_us:,.0f}x a bare event, "
+          f"{decode.cpu_s / max(decode.request_steps, 1) * 1e6 / bare_us:.2f}x per "
+          "request-step")  # fmt: skip
     key = f"{args.cost}:{args.duration_s:g}s@{args.rate:g}/s:colocated{args.colocated_s:g}s"
     if not check_stored(cases, key, args.update):
         raise SystemExit(1)

@@ -94,7 +94,7 @@ def check_kv(cluster: Cluster, table: RequestTable) -> None:
         left = np.bincount(
             table.rank[mine], weights=table.remaining_tokens(mine), minlength=pool.num_ranks
         )
-        if not np.array_equal(left.astype(np.int64), pool.outstanding):
+        if not np.array_equal(left.astype(np.int64), pool.work_left()):
             raise InvariantError(f"{pool.name}: router load counters disagree with work left")
         if not np.array_equal(
             np.bincount(table.rank[mine], minlength=pool.num_ranks), pool.assigned

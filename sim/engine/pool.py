@@ -22,13 +22,21 @@ from sim.engine.mtp import DraftSampler, DrawStream
 from sim.engine.queues import RankQueues
 from sim.engine.requests import FloatArray, IntArray, RequestTable
 from sim.engine.router import RankLoad, make_router
+from sim.engine.running import RunningSet
 from sim.specs.deployment import Deployment
 
 Feed = ScheduledFeed | ClosedLoopFeed | TransferFeed | BenchmarkFeed
 AfterPrefill = Literal["decode", "transfer", "done"]
 
 
-class Wakeable(Protocol):
+class UnitView(Protocol):
+    """What the pool needs of its units: waking one, and its running requests."""
+
+    index: int
+
+    @property
+    def rs(self) -> RunningSet: ...
+
     def wake(self) -> None: ...
 
 
@@ -58,6 +66,9 @@ class Pool:
             n, cost.kv_capacity_tokens_per_rank, d.page_size_tokens, cost.state_tokens_per_request
         )
         self.queues = RankQueues(n)
+        # work left (prefill + output tokens) per rank: queued requests' kept as they come and
+        # go; running requests' summed from the units' running sets only when read (`work_left`)
+        self.queued_work = np.zeros(n, dtype=np.int64)
         self.outstanding = np.zeros(n, dtype=np.int64)
         self.assigned = np.zeros(n, dtype=np.int64)  # requests on each rank, queued or running
         self.load = RankLoad(
@@ -78,7 +89,7 @@ class Pool:
         # (log index of the step, gaps) of tokens that came after sitting steps out: ITL
         self.late_gaps: list[tuple[int, FloatArray]] = []
         self.log = StepLog(self.ranks_per_unit)
-        self.units: list[Wakeable] = []
+        self.units: list[UnitView] = []
         self.on_finished: Callable[[IntArray, float], None] | None = None
         # refused requests (ids, the ranks they are pinned to or started on, or -1; time)
         self.on_refused: Callable[[IntArray, IntArray, float], None] | None = None
@@ -86,6 +97,16 @@ class Pool:
         self.also_fits: Callable[[IntArray], np.ndarray] | None = None
         self.routed = self.rejected = self.completed = self.transferred = self.preempted = 0
         feed.on_push = self.wake_all
+
+    def work_left(self) -> IntArray:
+        """Prefill + output tokens still to compute on each rank, queued and running (what
+        `least_tokens` balances), refreshed into `outstanding` (the routers' live view)."""
+        out = self.queued_work.copy()
+        R = self.ranks_per_unit
+        for u in self.units:
+            out[u.index * R : (u.index + 1) * R] += u.rs.work_per_rank(self.table)
+        self.outstanding[:] = out
+        return self.outstanding
 
     def wake_all(self) -> None:
         for u in self.units:
@@ -160,18 +181,16 @@ class Pool:
         gen = t.generated[rows]
         todo = target - t.prefilled[rows]
         pages = self.kv.pages_for(np.where(todo > 0, target, inp + gen + self.draft_tokens))
-        remaining = (todo + out - gen).tolist()
-        tokens, q, load, assigned = todo.tolist(), self.queues, self.outstanding, self.assigned
-        pinned = pins.tolist() if pins.shape[0] else None
-        choose, rl, n = self.router.choose, self.load, self.num_ranks
-        ranks = []
-        for k, (i, p) in enumerate(zip(ids.tolist(), pages.tolist(), strict=True)):
-            r = pinned[k] % n if pinned is not None else choose(rl)
-            q.push_back(r, (i, p, tokens[k]))
-            load[r] += remaining[k]
-            assigned[r] += 1
-            ranks.append(r)
-        r_arr = np.array(ranks, dtype=np.int64)
+        remaining = todo + out - gen
+        if pins.shape[0]:
+            r_arr = pins % self.num_ranks
+        else:
+            if self.router.reads_work:
+                self.work_left()
+            r_arr = self.router.choose_many(self.load, pages, remaining)
+        self.queues.push_many(r_arr, ids, pages, todo)
+        np.add.at(self.queued_work, r_arr, remaining)
+        np.add.at(self.assigned, r_arr, 1)
         t.route(rows, r_arr)
         if self.feed.fresh:  # new requests have no home rank yet
             t.home_rank[rows] = r_arr
@@ -187,6 +206,7 @@ class Pool:
 
     def admit(self, ids: IntArray, pages: IntArray, ranks: IntArray) -> np.ndarray:
         """Queued -> running on `ranks` (global); returns which go straight to decode."""
+        np.subtract.at(self.queued_work, ranks, self.table.remaining_tokens(ids))
         dec = self.table.admit(ids, pages)
         self.kv.take(ranks, pages)
         return dec
@@ -199,9 +219,8 @@ class Pool:
         ranks = t.rank[ids]
         self.preempted += int(ids.shape[0])
         self.kv.give(ranks, t.kv_pages[ids])
-        before = t.remaining_tokens(ids)
         t.preempt(ids)
-        np.add.at(self.outstanding, ranks, t.remaining_tokens(ids) - before)
+        np.add.at(self.queued_work, ranks, t.remaining_tokens(ids))
         pages, tokens, _ = (a.tolist() for a in self._needs(ids))
         by_rank: dict[int, list[tuple[int, int, int]]] = {}
         for k, (i, r) in enumerate(zip(ids.tolist(), ranks.tolist(), strict=True)):
@@ -209,10 +228,9 @@ class Pool:
         for r, entries in by_rank.items():
             self.queues.push_front(r, entries)
 
-    def release(self, ranks: IntArray, pages: IntArray, work: IntArray) -> None:
-        """Requests leave their ranks: their KV pages free up and their work left (prefill and
-        output tokens not computed) comes off the ranks' load. Then `finish` or `hand_off`."""
-        np.subtract.at(self.outstanding, ranks, work)
+    def release(self, ranks: IntArray, pages: IntArray) -> None:
+        """Requests leave their ranks (and their running set): their KV pages free up and they
+        no longer count on the ranks. Then `finish` or `hand_off`."""
         np.subtract.at(self.assigned, ranks, 1)
         self.kv.give(ranks, pages)
 

@@ -1,9 +1,9 @@
 """Per-rank waiting queues: FIFO, preempted requests go back to the front.
 
 Each entry carries what admission needs (KV pages, prefill tokens), fixed when it is queued, so
-admitting reads Python ints rather than the request table. `head_pages` (the page need of each
-queue's first request) lets a scheduler find the ranks that can admit anything in one vectorised
-test.
+admitting reads Python ints rather than the request table. The first entry of every queue is
+also kept in arrays (`head_ids`, `head_pages`, `head_tokens`), so a scheduler finds the ranks that
+can admit anything in one vectorised test and admits the heads of many ranks at once.
 """
 
 from __future__ import annotations
@@ -26,20 +26,33 @@ class RankQueues:
         self._q: list[deque[Entry]] = [deque() for _ in range(num_ranks)]
         self.length = np.zeros(num_ranks, dtype=np.int64)
         self.head_pages = np.full(num_ranks, self.EMPTY, dtype=np.int64)
+        self.head_ids = np.full(num_ranks, -1, dtype=np.int64)
+        self.head_tokens = np.zeros(num_ranks, dtype=np.int64)
         self.queued_pages = np.zeros(num_ranks, dtype=np.int64)
 
-    def _touch(self, r: int) -> None:
+    def _head(self, r: int) -> None:
         q = self._q[r]
-        self.length[r] = len(q)
-        self.head_pages[r] = q[0][1] if q else self.EMPTY
+        if q:
+            self.head_ids[r], self.head_pages[r], self.head_tokens[r] = q[0]
+        else:
+            self.head_ids[r], self.head_pages[r], self.head_tokens[r] = -1, self.EMPTY, 0
 
-    def push_back(self, r: int, entry: Entry) -> None:
-        q = self._q[r]
-        q.append(entry)
-        self.queued_pages[r] += entry[1]
-        self.length[r] = len(q)
-        if len(q) == 1:  # the head changes only when the queue was empty
-            self.head_pages[r] = entry[1]
+    def _touch(self, r: int) -> None:
+        self.length[r] = len(self._q[r])
+        self._head(r)
+
+    def push_many(self, ranks: IntArray, ids: IntArray, pages: IntArray, tokens: IntArray) -> None:
+        """Queue entry (ids[k], pages[k], tokens[k]) at the back of rank ranks[k], in order."""
+        qs, hi, hp, ht = self._q, self.head_ids, self.head_pages, self.head_tokens
+        for r, i, p, t in zip(ranks.tolist(), ids.tolist(), pages.tolist(), tokens.tolist(),
+                              strict=True):  # fmt: skip
+            q = qs[r]
+            if not q:  # the head changes only when the queue was empty
+                hi[r], hp[r], ht[r] = i, p, t
+            q.append((i, p, t))
+        n = self.length.shape[0]
+        self.length += np.bincount(ranks, minlength=n)
+        np.add.at(self.queued_pages, ranks, pages)
 
     def push_front(self, r: int, entries: list[Entry]) -> None:
         """Put `entries` (oldest first) ahead of everything queued on rank r."""
@@ -47,29 +60,14 @@ class RankQueues:
         self.queued_pages[r] += sum(e[1] for e in entries)
         self._touch(r)
 
-    def peek(self, r: int) -> Entry:
-        return self._q[r][0]
-
-    def pop(self, r: int) -> Entry:
-        e = self._q[r].popleft()
-        self.queued_pages[r] -= e[1]
-        self._touch(r)
-        return e
-
-    def entries(self, r: int) -> deque[Entry]:
-        """Rank r's queue, first entry first (read-only: change it through push/pop)."""
-        return self._q[r]
-
-    def pop_front(self, r: int, k: int) -> None:
-        """Drop the first `k` entries of rank r's queue (those a scheduler admitted)."""
-        if k == 0:
-            return
-        q = self._q[r]
-        pages = 0
-        for _ in range(k):
-            pages += q.popleft()[1]
-        self.queued_pages[r] -= pages
-        self._touch(r)
+    def pop_heads(self, ranks: IntArray) -> None:
+        """Drop the first entry of each of `ranks` (distinct, none empty): admitted heads."""
+        self.queued_pages[ranks] -= self.head_pages[ranks]
+        self.length[ranks] -= 1
+        qs = self._q
+        for r in ranks.tolist():
+            qs[r].popleft()
+            self._head(r)
 
     def ids(self, r: int) -> list[int]:
         return [e[0] for e in self._q[r]]

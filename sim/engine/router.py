@@ -1,7 +1,9 @@
 """Routers: which attention rank (of any unit or replica in a pool) a new request joins.
 
 A router sees per-rank load arrays and returns one rank. Ties go to the lowest rank index, so a
-run stays deterministic. Routers live in a registry; an unknown name lists the known ones.
+run stays deterministic. `choose_many` routes a step's arrivals at once, exactly as one `choose`
+per request with the load counting each routed request before the next is placed. Routers live
+in a registry; an unknown name lists the known ones.
 """
 
 from __future__ import annotations
@@ -9,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim.engine.requests import IntArray
+
+# up to this many arrivals, `_merge_argmin` picks one by one (numpy's call overhead beats the
+# merge's arithmetic for a few arrivals)
+_LOOP_MAX = 48
 
 
 @dataclass(frozen=True)
@@ -23,17 +31,82 @@ class RankLoad:
     queued: IntArray  # of those, queued
 
 
+def _sequential_argmin(score: IntArray, add: IntArray) -> IntArray:
+    """Request k goes to the lowest score (lowest index on ties), which then grows by add[k]."""
+    s = score.copy()
+    out = np.empty(add.shape[0], dtype=np.int64)
+    for k, a in enumerate(add.tolist()):
+        r = int(s.argmin())
+        out[k] = r
+        s[r] += a
+    return out
+
+
+def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
+    """`_sequential_argmin` where every request adds the same `step` > 0, without a long loop.
+
+    Rank r's successive scores s_r, s_r + step, ... rise, so the greedy picks are a k-way merge
+    of those lists: the k smallest (score, rank) pairs in order. The k-th smallest score L is
+    found by bisection on how many pairs lie at or below a level; every pair below L is picked,
+    then the lowest ranks with a pair at exactly L.
+    """
+    s = score.astype(np.int64, copy=True)
+    if k <= _LOOP_MAX:
+        out = [0] * k
+        argmin = s.argmin
+        for i in range(k):
+            r = out[i] = int(argmin())
+            s[r] += step
+        return np.asarray(out, dtype=np.int64)
+    lo = int(s.min())
+    hi = lo + step * (k - 1)  # the lowest rank alone has k pairs up to here
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if int(np.maximum((mid - s) // step + 1, 0).sum()) >= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    below = np.maximum((lo - 1 - s) // step + 1, 0)  # pairs under the level, per rank
+    ties = ((s <= lo) & ((lo - s) % step == 0)).nonzero()[0][: k - int(below.sum())]
+    R = s.shape[0]
+    ranks = np.repeat(np.arange(R, dtype=np.int64), below)
+    j = np.arange(ranks.shape[0]) - np.repeat(np.cumsum(below) - below, below)
+    order = np.argsort((s[ranks] + step * j) * R + ranks)  # distinct keys: (score, rank) order
+    return np.concatenate([ranks[order], ties])
+
+
 class Router:
     """Chooses a rank for one request."""
 
     name = "router"
+    # whether it reads `outstanding_tokens`: the pool sums running requests' work only for one
+    # that does (a router of unknown needs is given everything)
+    reads_work = True
 
     def choose(self, load: RankLoad) -> int:
         raise NotImplementedError
 
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        """Ranks of requests queued in order, each needing pages[k] KV pages on admission and
+        work[k] tokens: what `choose` gives request by request with the load updated after each
+        one (`load` itself is not changed). Routers override it with a vectorised equivalent."""
+        live = RankLoad(*(np.array(a, dtype=np.int64) for a in (
+            load.outstanding_tokens, load.kv_pages, load.queued_pages, load.requests,
+            load.queued,
+        )))  # fmt: skip
+        out = np.empty(pages.shape[0], dtype=np.int64)
+        for k, (p, w) in enumerate(zip(pages.tolist(), work.tolist(), strict=True)):
+            r = out[k] = self.choose(live)
+            live.outstanding_tokens[r] += w
+            live.queued_pages[r] += p
+            live.requests[r] += 1
+            live.queued[r] += 1
+        return out
+
 
 class RoundRobin(Router):
     name = "round_robin"
+    reads_work = False
 
     def __init__(self, num_ranks: int) -> None:
         self.num_ranks = num_ranks
@@ -43,6 +116,12 @@ class RoundRobin(Router):
         r = self._next
         self._next = (r + 1) % self.num_ranks
         return r
+
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        k = pages.shape[0]
+        out = (self._next + np.arange(k, dtype=np.int64)) % self.num_ranks
+        self._next = (self._next + k) % self.num_ranks
+        return out
 
 
 class LeastTokens(Router):
@@ -60,11 +139,15 @@ class LeastTokens(Router):
     def choose(self, load: RankLoad) -> int:
         return int(load.outstanding_tokens.argmin())
 
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        return _sequential_argmin(load.outstanding_tokens, work)
+
 
 class LeastKv(Router):
     """Least KV in use, counting what queued requests will take."""
 
     name = "least_kv"
+    reads_work = False
 
     def __init__(self, num_ranks: int) -> None:
         self.num_ranks = num_ranks
@@ -72,12 +155,16 @@ class LeastKv(Router):
     def choose(self, load: RankLoad) -> int:
         return int((load.kv_pages + load.queued_pages).argmin())
 
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        return _sequential_argmin(load.kv_pages + load.queued_pages, pages)
+
 
 class LeastRequests(Router):
     """Fewest requests, a queued one counting as four running ones: what a router sees without
     lengths (vLLM's data-parallel balancing scores engines as 4 x waiting + running)."""
 
     name = "least_requests"
+    reads_work = False
     QUEUED_WEIGHT = 4
 
     def __init__(self, num_ranks: int) -> None:
@@ -86,6 +173,11 @@ class LeastRequests(Router):
     def choose(self, load: RankLoad) -> int:
         # running + 4 x queued = requests + 3 x queued
         return int((load.requests + (self.QUEUED_WEIGHT - 1) * load.queued).argmin())
+
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        # each routed request is one more request, queued: its rank's score rises by 4
+        score = load.requests + (self.QUEUED_WEIGHT - 1) * load.queued
+        return _merge_argmin(score, self.QUEUED_WEIGHT, int(pages.shape[0]))
 
 
 ROUTERS: dict[str, Callable[[int], Router]] = {

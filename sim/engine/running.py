@@ -141,6 +141,17 @@ class RunningSet:
         table.generated[ids] = table.output_tokens[ids] - self.left[p]
         table.kv_pages[ids] = self.pages[p]
 
+    def work_per_rank(self, table: RequestTable) -> IntArray:
+        """Tokens still to compute per rank: output left, plus prefill left of rows in prefill."""
+        R = self.per_rank.shape[0]
+        work = np.bincount(self.rank, weights=self.left, minlength=R)
+        if self.n_prefill:
+            pre = (~self.is_decode).nonzero()[0]
+            ids = self.ids[pre]
+            rem = table.prefill_target[ids] - table.prefilled[ids]
+            work += np.bincount(self.rank[pre], weights=rem, minlength=R)
+        return work.astype(np.int64)  # exact: integer sums far below 2^53
+
     def turned_decode(self, table: RequestTable, pos: IntArray) -> None:
         """Requests at `pos` finished their prefill: refresh their columns from the table."""
         ids = self._buf[IDS, pos]

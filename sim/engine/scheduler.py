@@ -54,11 +54,11 @@ class StepPlan(NamedTuple):
 
 @dataclass
 class RankBudget:
-    """What one step may still add on each rank of a unit (plain Python ints for the loop)."""
+    """What one step may still add on each rank of a unit."""
 
-    free_pages: list[int]
-    free_slots: list[int]
-    prefill_tokens: list[int]
+    free_pages: IntArray
+    free_slots: IntArray
+    prefill_tokens: IntArray
 
 
 def _preempt(pool: Pool, rs: RunningSet, over: IntArray) -> None:
@@ -85,63 +85,68 @@ def _preempt(pool: Pool, rs: RunningSet, over: IntArray) -> None:
 
 
 def _continue_prefill(pool: Pool, rs: RunningSet, budget: RankBudget) -> tuple[IntArray, IntArray]:
-    """(positions, chunks) of requests already mid-prefill, oldest first on each rank."""
+    """(positions, chunks) of requests already mid-prefill, oldest first on each rank: each gets
+    what its rank's prefill budget has left after the older ones, up to its own prefill left."""
     pos = (~rs.is_decode).nonzero()[0]
     pos = pos[np.argsort(rs.ids[pos])]
     t, ids = pool.table, rs.ids[pos]
-    chunks = np.zeros(pos.shape[0], dtype=np.int64)
-    rem = (t.prefill_target[ids] - t.prefilled[ids]).tolist()
-    for k, (r, left) in enumerate(zip(rs.rank[pos].tolist(), rem, strict=True)):
-        c = min(left, budget.prefill_tokens[r])
-        budget.prefill_tokens[r] -= c
-        chunks[k] = c
+    rem = t.prefill_target[ids] - t.prefilled[ids]
+    rank = rs.rank[pos]
+    order = np.argsort(rank, kind="stable")  # grouped by rank, oldest first within a rank
+    r_o, rem_o = rank[order], rem[order]
+    before = np.cumsum(rem_o) - rem_o  # prefill left of the requests ahead, all ranks
+    first = np.ones(r_o.shape[0], dtype=bool)
+    first[1:] = r_o[1:] != r_o[:-1]
+    start = np.maximum.accumulate(np.where(first, np.arange(r_o.shape[0]), 0))
+    before -= before[start]  # ... of those ahead on the same rank
+    chunks = np.empty_like(rem)
+    chunks[order] = np.clip(budget.prefill_tokens[r_o] - before, 0, rem_o)
+    np.subtract.at(budget.prefill_tokens, rank, chunks)
     return pos, chunks
 
 
 def _admit(
-    pool: Pool, lo: int, ranks: list[int], budget: RankBudget
-) -> tuple[list[int], list[int], list[int], list[int]]:
+    pool: Pool, lo: int, ranks: IntArray, budget: RankBudget
+) -> tuple[IntArray, IntArray, IntArray, IntArray]:
     """FIFO admission on `ranks` (those that can take their first queued request).
 
-    Returns (ids, ranks in the unit, pages, chunk) of admitted requests; chunk 0 means already
-    prefilled (PD decode arrivals), which go straight to decode.
+    Returns (ids, ranks in the unit, pages, chunk) of admitted requests, rank by rank in queue
+    order; chunk 0 means already prefilled (PD decode arrivals), which go straight to decode.
+    Each round admits the head of every rank still admitting, if it fits the rank's free pages
+    (less the pages `decode_reserve` keeps for its own tokens to come), a free slot and (with
+    prefill left) the rank's prefill budget; a rank stops at its first head that does not.
     """
-    q, t, reserve = pool.queues, pool.table, pool.decode_reserve
-    ids: list[int] = []
-    on: list[int] = []
-    pages: list[int] = []
-    chunks: list[int] = []
-    for r_loc in ranks:
-        free_pages = budget.free_pages[r_loc]
-        free_slots = budget.free_slots[r_loc]
-        prefill = budget.prefill_tokens[r_loc]
-        taken = 0
-        for i, p, tokens in q.entries(lo + r_loc):
-            grow = 0
-            if reserve:  # pages kept for its own tokens to come
-                one = np.array([i])
-                prompt = (
-                    t.prefill_target[one] if tokens > 0 else t.input_tokens[one] + t.generated[one]
-                )
-                grow = int(pool.reserved_pages(one, prompt, np.array([p]))[0])
-            if p + grow > free_pages or free_slots == 0:
+    q, t = pool.queues, pool.table
+    got: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
+    cand = ranks
+    while cand.shape[0]:
+        g = cand + lo
+        i, p, tok = q.head_ids[g], q.head_pages[g], q.head_tokens[g]
+        need = p
+        if pool.decode_reserve:  # pages kept for its own tokens to come
+            prompt = np.where(tok > 0, t.prefill_target[i], t.input_tokens[i] + t.generated[i])
+            need = p + pool.reserved_pages(i, prompt, p)
+        left = budget.prefill_tokens[cand]
+        ok = (need <= budget.free_pages[cand]) & (budget.free_slots[cand] > 0)
+        ok &= (tok == 0) | (left > 0)
+        if not ok.all():
+            cand, i, p, tok, need, left = (a[ok] for a in (cand, i, p, tok, need, left))
+            if cand.shape[0] == 0:
                 break
-            if tokens > 0 and prefill == 0:
-                break
-            c = min(tokens, prefill)
-            prefill -= c
-            free_pages -= p + grow
-            free_slots -= 1
-            taken += 1
-            ids.append(i)
-            pages.append(p)
-            chunks.append(c)
-        on.extend([r_loc] * taken)
-        q.pop_front(lo + r_loc, taken)
-        budget.free_pages[r_loc] = free_pages
-        budget.free_slots[r_loc] = free_slots
-        budget.prefill_tokens[r_loc] = prefill
-    return ids, on, pages, chunks
+        c = np.minimum(tok, left)
+        budget.prefill_tokens[cand] = left - c
+        budget.free_pages[cand] -= need
+        budget.free_slots[cand] -= 1
+        got.append((i, cand, p, c))
+        q.pop_heads(cand + lo)
+        cand = cand[q.length[cand + lo] > 0]
+    if not got:
+        return _NONE, _NONE, _NONE, _NONE
+    if len(got) == 1:
+        return got[0]
+    ids, on, pages, chunks = (np.concatenate(c) for c in zip(*got, strict=True))
+    order = np.argsort(on, kind="stable")  # rank by rank; rounds are queue order
+    return ids[order], on[order], pages[order], chunks[order]
 
 
 def _grow(pool: Pool, rs: RunningSet, lo: int) -> IntArray | None:
@@ -182,28 +187,24 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
         keep = pool.reserved_pages(rs.ids, covered, rs.pages)
         free_pages = free_pages - np.bincount(rs.rank, weights=keep, minlength=R).astype(np.int64)
     free_slots = pool.max_running - rs.per_rank
-    ranks = q.admissible(lo, lo + R, free_pages, free_slots).tolist()
+    ranks = q.admissible(lo, lo + R, free_pages, free_slots)
     pre_pos, chunks = _NONE, _NONE
     first = rs.n
-    if ranks or rs.n_prefill:
-        prefill = [pool.prefill_budget] * R
+    if ranks.shape[0] or rs.n_prefill:
+        prefill = np.full(R, pool.prefill_budget, dtype=np.int64)
         if pool.shared_token_budget and rs.n:
             decoding = np.bincount(rs.rank[rs.is_decode], minlength=R) * (1 + pool.draft_tokens)
-            prefill = np.maximum(pool.prefill_budget - decoding, 0).tolist()
+            prefill = np.maximum(pool.prefill_budget - decoding, 0)
         budget = RankBudget(
-            free_pages=free_pages.tolist(),
-            free_slots=free_slots.tolist(),
+            free_pages=free_pages.astype(np.int64, copy=True),
+            free_slots=free_slots.astype(np.int64, copy=True),
             prefill_tokens=prefill,
         )
         if rs.n_prefill:
             pre_pos, chunks = _continue_prefill(pool, rs, budget)
-        new_ids, new_ranks, new_pages, new_chunks = _admit(pool, lo, ranks, budget)
-        if new_ids:
-            a = np.array(new_ids, dtype=np.int64)
-            on = np.array(new_ranks, dtype=np.int64)
-            pages = np.array(new_pages, dtype=np.int64)
+        a, on, pages, c = _admit(pool, lo, ranks, budget)
+        if a.shape[0]:
             rs.append(pool.table, a, on, pages, pool.admit(a, pages, on + lo))
-            c = np.array(new_chunks, dtype=np.int64)
             go = c > 0
             if go.any():
                 pre_pos = np.concatenate([pre_pos, first + go.nonzero()[0]])

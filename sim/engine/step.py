@@ -24,7 +24,7 @@ _NONE = np.zeros(0, dtype=np.int64)
 
 
 def _decode(
-    pool: Pool, rs: RunningSet, plan: StepPlan, start_s: float, now: float, progress: IntArray
+    pool: Pool, rs: RunningSet, plan: StepPlan, start_s: float, now: float
 ) -> tuple[int, int, IntArray]:
     """Advance the decode rows: (tokens emitted, untruncated accept tokens, positions done).
 
@@ -48,7 +48,7 @@ def _decode(
     accept = (int(np.count_nonzero(acc)) if pool.draft_tokens == 1 else int(acc.sum())) + nd
     tok = np.add(acc, 1, out=np.empty(nd, dtype=np.int64), casting="unsafe")  # acc is int8
     if plan.decode_pos is None:
-        rank, left, kv = rs.rank, rs.left, rs.kv
+        left, kv = rs.left, rs.kv
         left -= tok
         kv += tok
         done = (left <= 0).nonzero()[0]
@@ -57,23 +57,15 @@ def _decode(
             left[done] = 0
     else:
         pos = plan.decode_pos
-        rank, left = rs.rank[pos], rs.left[pos] - tok
+        left = rs.left[pos] - tok
         rs.kv[pos] += tok
         done_k = (left <= 0).nonzero()[0]
         over = -left[done_k]
         left[done_k] = 0
         rs.left[pos] = left
         done = pos[done_k]
-    R = progress.shape[0]
-    if pool.draft_tokens == 1 and plan.decode_pos is None:
-        # every row decodes, 1 or 2 tokens: per rank, twice its rows less its rejected drafts
-        # (a count of the few rejections beats a weighted sum over all rows)
-        progress += 2 * rs.per_rank - np.bincount(rank.compress(acc == 0), minlength=R)
-    else:
-        progress += np.bincount(rank, weights=tok, minlength=R).astype(np.int64)
     if done.shape[0] == 0:
         return accept, accept, done
-    np.subtract.at(progress, rs.rank[done], over)
     return accept - int(over.sum()), accept, done
 
 
@@ -103,7 +95,7 @@ def _leave(
     cols = rs.pop(gone)
     ids, left = cols[IDS], cols[LEFT]
     t.generated[ids] = t.output_tokens[ids] - left
-    pool.release(cols[RANK] + lo, cols[PAGES], left)
+    pool.release(cols[RANK] + lo, cols[PAGES])
     if xfer.shape[0]:
         pool.hand_off(xfer, now)
         done = np.setdiff1d(ids, xfer, assume_unique=True)
@@ -122,27 +114,24 @@ def apply_step(
     lo = unit * R
     if rs.n != plan.n:
         raise EngineError("the running set changed between planning and applying a step")
-    progress = np.zeros(R, dtype=np.int64)  # tokens of work done per rank (router load)
     out_tokens = accept = 0
     leaving = [_NONE]
     to_transfer = _NONE
     if not pool.mixed_chunk:
         _late_tokens(pool, rs, plan, now - start_s)
     if plan.n_decode:
-        out_tokens, accept, done = _decode(pool, rs, plan, start_s, now, progress)
+        out_tokens, accept, done = _decode(pool, rs, plan, start_s, now)
         leaving.append(done)
     if plan.prefill_pos.shape[0]:
         pos, chunks = plan.prefill_pos, plan.chunks
         ids = rs.ids[pos]
         t.prefilled[ids] += chunks
-        progress += np.bincount(rs.rank[pos], weights=chunks, minlength=R).astype(np.int64)
         fin = t.prefilled[ids] >= t.prefill_target[ids]
         if fin.any():
             fpos = pos[fin]
             t.finish_prefill(ids[fin], now)
             rs.turned_decode(t, fpos)
             out_tokens += int(fpos.shape[0])
-            progress += np.bincount(rs.rank[fpos], minlength=R)
             complete = rs.left[fpos] <= 0
             if pool.after_prefill == "done":  # a prefill-only pool: the first token ends it
                 leaving.append(fpos)
@@ -151,7 +140,6 @@ def apply_step(
             if pool.after_prefill == "transfer":  # PD: the rest continue in the decode pool
                 to_transfer = fpos[~complete]
                 leaving.append(to_transfer)
-    pool.outstanding[lo : lo + R] -= progress
     gone = np.concatenate(leaving) if len(leaving) > 1 else _NONE
     if gone.shape[0]:
         gone.sort()

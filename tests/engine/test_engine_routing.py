@@ -86,3 +86,57 @@ def test_replicas_are_separate_lock_step_units() -> None:
     # replicas do not wait for each other: the short requests finish first
     assert t.finish_s[2] < t.finish_s[0]
     assert t.finish_s[2] == pytest.approx(4 * (0.01 + 13 * 1e-7), rel=1e-3)
+
+
+@pytest.mark.parametrize("name", ["least_tokens", "least_kv", "least_requests", "round_robin"])
+def test_choose_many_is_choose_request_by_request(name: str) -> None:
+    """A step's arrivals routed at once land exactly where one `choose` per request, with the
+    load updated after each, puts them (ties included), and the load is left unchanged."""
+    rng = np.random.default_rng(7)
+    for R, k in ((1, 5), (1, 90), (4, 0), (7, 30), (7, 48), (7, 49), (33, 400), (5, 3_000)):
+        arrays = [rng.integers(0, 6, R) for _ in range(5)]
+        load = _load(*(a.tolist() for a in arrays))
+        pages, work = rng.integers(1, 9, k), rng.integers(1, 500, k)
+        many, one = make_router(name, R), make_router(name, R)
+        many.choose(load)  # a round robin's position carries over between steps
+        got = many.choose_many(load, pages, work)
+        unchanged = zip(arrays, load.__dict__.values(), strict=True)
+        assert all(np.array_equal(a, b) for a, b in unchanged)
+        live = _load(*(a.tolist() for a in arrays))
+        one.choose(live)
+        want = []
+        for p, w in zip(pages.tolist(), work.tolist(), strict=True):
+            r = one.choose(live)
+            want.append(r)
+            live.outstanding_tokens[r] += w
+            live.queued_pages[r] += p
+            live.requests[r] += 1
+            live.queued[r] += 1
+        assert got.tolist() == want
+
+
+def test_the_generic_choose_many_follows_choose() -> None:
+    """A router with only `choose` gets the base class's request-by-request `choose_many`."""
+    from sim.engine.router import LeastKv, Router
+
+    class Plain(Router):
+        def choose(self, load: RankLoad) -> int:
+            return LeastKv.choose(LeastKv(0), load)
+
+    load = _load([0, 0, 0], [5, 0, 2], [0, 1, 0], [0, 0, 0], [0, 0, 0])
+    pages = np.array([3, 1, 1, 4])
+    got = Plain().choose_many(load, pages, np.zeros(4, dtype=np.int64))
+    assert got.tolist() == make_router("least_kv", 3).choose_many(load, pages, pages).tolist()
+    assert got.tolist() == [1, 2, 2, 1]  # scores 5,1,2 -> 5,4,2 -> 5,4,3 -> 5,4,4 (tie: 1)
+
+
+def test_least_tokens_reads_the_work_running_requests_have_left() -> None:
+    """Router load of running requests is summed from the running sets when least_tokens
+    routes: a rank decoding a long answer keeps losing to one whose short answers finish."""
+    batch = requests((0.0, 100, 1000), (0.5, 100, 10), (1.0, 100, 10), (1.5, 2000, 500))
+    out = run_trace(unit(ranks=2, router="least_tokens"), FixedCost(), batch)
+    # at 0.5 s rank 0 has ~950 output tokens left, rank 1 none; at 1.5 s rank 0 still ~900
+    # left, rank 1 nothing (its two short answers done): the long prompt goes to rank 1 too
+    assert out.table.home_rank[:4].tolist() == [0, 1, 1, 1]
+    pool = out.cluster.pools[0]
+    assert pool.work_left().tolist() == [0, 0]  # all done at the end

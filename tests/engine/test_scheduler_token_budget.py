@@ -3,6 +3,7 @@ before its context chunks; SGLang and vLLM budget prefill tokens alone."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from fixed_cost import FixedCost, requests, run_trace, unit
 
@@ -22,3 +23,33 @@ def test_decode_tokens_share_the_trtllm_budget(engine: str | None, chunks: list[
     out = run_trace(dep, FixedCost(step_s=0.010), requests((0.0, 10, 10), (0.005, 200, 1)))
     # the remaining steps decode r0 alone
     assert list(out.cluster.pools[0].log.column("prefill_tokens")) == [*chunks, 0, 0, 0, 0, 0]
+
+
+def test_continuing_prefill_chunks_fill_each_rank_oldest_first() -> None:
+    """The vectorised chunks equal a request-by-request fill of each rank's budget."""
+    from types import SimpleNamespace
+
+    from sim.engine.running import RunningSet
+    from sim.engine.scheduler import RankBudget, _continue_prefill
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        R, n = int(rng.integers(1, 6)), int(rng.integers(1, 40))
+        table = SimpleNamespace(prefill_target=rng.integers(1, 900, n), prefilled=np.zeros(n, int))
+        table.prefilled = rng.integers(0, table.prefill_target)
+        rs = RunningSet(R)
+        ids = rng.permutation(n)
+        rs._buf[0, :n], rs._buf[1, :n], rs.n = ids, rng.integers(0, R, n), n
+        budget0 = rng.integers(0, 1500, R)
+        budget = RankBudget(np.zeros(R, int), np.zeros(R, int), budget0.copy())
+        pos, chunks = _continue_prefill(SimpleNamespace(table=table), rs, budget)  # type: ignore[arg-type]
+        left = budget0.copy()
+        want = []
+        for p in pos.tolist():  # oldest (lowest id) first, each rank on its own
+            i, r = rs.ids[p], rs.rank[p]
+            c = min(int(table.prefill_target[i] - table.prefilled[i]), int(left[r]))
+            left[r] -= c
+            want.append(c)
+        assert sorted(rs.ids[pos].tolist()) == rs.ids[pos].tolist()
+        assert chunks.tolist() == want
+        assert budget.prefill_tokens.tolist() == left.tolist()

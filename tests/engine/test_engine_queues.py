@@ -1,0 +1,35 @@
+"""Rank queues: the head arrays admission reads stay the first entry of every queue."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.engine.queues import RankQueues
+
+
+def _heads_match(q: RankQueues) -> None:
+    for r in range(q.length.shape[0]):
+        entries = q._q[r]
+        assert q.length[r] == len(entries)
+        assert q.queued_pages[r] == sum(e[1] for e in entries)
+        if entries:
+            assert (q.head_ids[r], q.head_pages[r], q.head_tokens[r]) == entries[0]
+        else:
+            assert (q.head_ids[r], q.head_pages[r]) == (-1, RankQueues.EMPTY)
+
+
+def test_heads_follow_pushes_pops_and_preemptions() -> None:
+    q = RankQueues(4)
+    ranks = np.array([2, 0, 2, 3, 2])
+    q.push_many(ranks, np.arange(5), np.array([5, 6, 7, 8, 9]), np.array([50, 60, 0, 80, 90]))
+    _heads_match(q)
+    assert q.ids(2) == [0, 2, 4]  # arrival order within a rank
+    q.pop_heads(np.array([0, 2]))
+    _heads_match(q)
+    assert q.ids(2) == [2, 4] and q.ids(0) == []
+    q.push_front(2, [(7, 1, 10), (8, 2, 20)])  # preempted, oldest first, ahead of the queue
+    _heads_match(q)
+    assert q.ids(2) == [7, 8, 2, 4]
+    q.push_many(np.array([0]), np.array([9]), np.array([3]), np.array([30]))
+    _heads_match(q)
+    assert q.admissible(0, 4, np.array([3, 0, 0, 8]), np.array([1, 1, 1, 0])).tolist() == [0]
