@@ -164,5 +164,6 @@ def check_wall(elapsed_s: float, what: str, limits: Limits | None = None) -> Non
     if elapsed_s > lim.max_wall_s:
         raise over_limit(
             what, f"the simulation has run {elapsed_s:,.0f} s of wall time",
-            f"{lim.max_wall_s:,.0f} s", "shorten run.duration_s or lower the load",
+            f"{lim.max_wall_s:,.0f} s",
+            "shorten run.duration_s, cap run.max_requests or lower the load",
         )  # fmt: skip
