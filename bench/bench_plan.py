@@ -6,7 +6,7 @@ MTP 0/1, BF16/FP8 KV, TBO on/off, two chunk budgets, PD at three ratios, four
 replica counts each). Prints the space size, what pruning removed, candidates per second, and
 the simulated and wall time per probe. The aim (issue 23): within 5 minutes on 2 cores.
 
-    python bench/bench_plan.py [--jobs 2]
+    python bench/bench_plan.py [--jobs 2] [--nodes 1] [--simulate-all]
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ REQUEST = {
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--nodes", default="1,2", help="nodes per unit (1: half the space)")
+    ap.add_argument("--simulate-all", action="store_true", help="no dominance rule")
     args = ap.parse_args()
-    req = PlanRequest.model_validate(REQUEST)
+    space = {**REQUEST["space"], "nodes": [int(n) for n in args.nodes.split(",")]}
+    req = PlanRequest.model_validate({**REQUEST, "space": space, "simulate_all": args.simulate_all})
     t0 = time.perf_counter()
     with ProcessBackend(jobs=args.jobs) as backend:
         plan = make_plan(req, backend)
