@@ -5,7 +5,7 @@ per kernel module that finished, with the tables, crossover points, notes, libra
 cost it produced), and rewrites `OUT` atomically after each module, so a SIGKILL leaves a valid
 profile of the families finished (its notes say which are missing). Run again with the same
 options, the journalled modules are restored instead of timed again and only the rest run. The
-journal's ids carry the options that change what is measured (device, grid, model, GPU, seed),
+journal's ids carry what decides what is measured (device and its name, grid, model, GPU, seed),
 so a rerun with other options measures afresh. A run that ends with every module finished
 deletes the journal: the profile is then the whole result.
 """

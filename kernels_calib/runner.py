@@ -219,7 +219,9 @@ def calibrate(
         torch.set_num_threads(1)
     journal = None
     if out is not None:
-        run_id = fingerprint(device=device, quick=quick, model=model_name, gpu=gpu, seed=seed)
+        run_id = fingerprint(
+            device=device, name=info.name, quick=quick, model=model_name, gpu=gpu, seed=seed
+        )
         journal = ModuleJournal(out, run_id)
     build = _Assembly(info, gpu, device, quick, model_name, name)
     restore_sigterm = _stop_on_sigterm(ctx)
