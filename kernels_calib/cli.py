@@ -47,7 +47,13 @@ def _calibrate_parser() -> argparse.ArgumentParser:
         "run would time. Timing kernels (and plan) needs torch: pip install 'mlasim[calib]'; "
         "report does not.",
     )
-    p.add_argument("--out", type=Path, required=True, help="profile JSON to write")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="profile JSON to write (rewritten after each kernel module; a killed run resumes "
+        "from OUT.journal.jsonl when run again with the same options)",
+    )
     p.add_argument(
         "--device",
         choices=("cuda", "cpu"),
@@ -143,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=opts.seed,
             show_progress=not opts.no_progress,
             time_limit_s=opts.time_limit_s,
+            out=opts.out,
         )
     except ValueError as exc:
         parser.error(str(exc))
@@ -158,5 +165,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"absorb/expand crossover (new tokens) {describe_crossover(c)}")
     for note in flagged_notes(profile):
         print(f"note: {note}")
+    from kernels_calib.resume import journal_path
+
+    if journal_path(path).exists():
+        print(
+            f"incomplete: finished modules are kept in {journal_path(path)}; run the same "
+            "command again to time the rest"
+        )
     print(f"summary: python -m kernels_calib report {path}")
     return 0

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import ModuleType
 
 import torch
@@ -25,8 +26,9 @@ from rich.progress import (
 from kernels_calib import comm, crossover, dsa, elementwise, gemm, mla_decode, mla_prefill, moe
 from kernels_calib.context import Ctx, StopCalibration
 from kernels_calib.plan import FAMILIES, make_plan
+from kernels_calib.resume import ModuleJournal, fingerprint, module_name
 from kernels_calib.roofline_factors import derive
-from kernels_calib.writer import model_shape
+from kernels_calib.writer import model_shape, write_profile
 from sim.catalog import gpu_names, load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.specs.profile import SCHEMA_VERSION, DeviceInfo, Profile
@@ -103,12 +105,14 @@ def planned_points(device: str, quick: bool, model_name: str = "deepseek-v3") ->
     return counts
 
 
-def _run_family(ctx: Ctx, mod: ModuleType) -> None:
+def _run_family(ctx: Ctx, mod: ModuleType) -> bool:
+    """Run one module; True when it ran to its end (not stopped, not aborted)."""
     if ctx.stop_reason is not None:
         ctx.notes.append(f"{mod.__name__}: not run ({ctx.stop_reason})")
-        return
+        return False
     try:
         mod.run(ctx)
+        return True
     except StopCalibration as stop:
         ctx.notes.append(f"{mod.__name__}: stopped ({stop}); tables measured before it are kept")
     except Exception as exc:  # e.g. out of memory, or an op this torch/GPU lacks: keep the rest
@@ -118,6 +122,7 @@ def _run_family(ctx: Ctx, mod: ModuleType) -> None:
         )
         if ctx.device == "cuda":
             torch.cuda.empty_cache()
+    return False
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # `timeout`, a scheduler, Ctrl-C
@@ -157,8 +162,14 @@ def calibrate(
     seed: int = 0,
     show_progress: bool = True,
     time_limit_s: float | None = None,
+    out: Path | None = None,
 ) -> Profile:
-    """Measure the `ops` families on `device` and return the profile (nothing is written).
+    """Measure the `ops` families on `device` and return the profile.
+
+    With `out`, the profile of the modules finished so far is written there atomically after
+    each module, and finished modules are journalled beside it (`kernels_calib.resume`): a run
+    killed even by SIGKILL leaves a valid partial profile, and the same call again restores the
+    journalled modules and times only the rest. Without `out` nothing is written.
 
     With `time_limit_s`, no point starts after that many seconds: the families not finished by
     then are noted and the profile keeps every table measured before. SIGTERM (e.g. from
@@ -206,45 +217,87 @@ def calibrate(
     threads = torch.get_num_threads()
     if device == "cpu":  # one thread: intra-op thread pools stall badly on a shared machine
         torch.set_num_threads(1)
+    journal = None
+    if out is not None:
+        run_id = fingerprint(
+            device=device, name=info.name, quick=quick, model=model_name, gpu=gpu, seed=seed
+        )
+        journal = ModuleJournal(out, run_id)
+    build = _Assembly(info, gpu, device, quick, model_name, name)
     restore_sigterm = _stop_on_sigterm(ctx)
     spent: dict[str, float] = {}  # wall seconds per module, compiles and tuning included
     try:
         with Progress(*columns, console=Console(stderr=True), disable=not show_progress) as bar:
             task = bar.add_task("calibrating", total=total)
             ctx.progress = lambda label: bar.update(task, advance=1, description=label)
-            for mod in modules:
+            for i, mod in enumerate(modules):
                 started = time.perf_counter()
-                _run_family(ctx, mod)
-                spent[mod.__name__.rsplit(".", 1)[-1]] = time.perf_counter() - started
+                if journal is not None and journal.has(mod):
+                    journal.restore(ctx, mod)
+                    bar.update(task, advance=mod.count(ctx))
+                else:
+                    mark = ModuleJournal.mark(ctx)
+                    if _run_family(ctx, mod) and journal is not None:
+                        journal.record(ctx, mod, mark)
+                spent[module_name(mod)] = time.perf_counter() - started
+                if out is not None and i + 1 < len(modules):
+                    missing = [m.__name__ for m in modules[i + 1 :]]
+                    write_profile(build.profile(ctx, spent, ops, missing), out)
     finally:
         torch.set_num_threads(threads)
         restore_sigterm()
-    ctx.notes += [f"{family}: not requested (--ops)" for family in FAMILIES if family not in ops]
-    ctx.notes.append(
-        "wall time per module: "
-        + ", ".join(f"{mod} {s:.1f} s" for mod, s in spent.items())
-        + f" (total {sum(spent.values()):.1f} s)"
-    )
-    fallback = load_profile(f"{gpu}-roofline").roofline
-    factors, factor_notes = derive(
-        ctx.tables,
-        load_gpu(gpu),
-        f"this {device} calibration",
-        fallback,
-        f"{gpu}-roofline",
-        measured_launch=ctx.launch,
-    )
-    libraries = {**info.libraries, **ctx.libraries}
-    return Profile(
-        schema_version=SCHEMA_VERSION,
-        name=name,
-        kind="measured",
-        description=f"kernels_calib {'quick ' if quick else ''}run on {info.name}",
-        device=DeviceInfo(**{**info.model_dump(), "gpu": gpu, "libraries": libraries}),
-        model_shape=model_shape(model_name),
-        tables=ctx.tables,
-        roofline=factors,
-        crossover=ctx.crossover,
-        notes=ctx.notes + factor_notes,
-        created_utc=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    )
+    profile = build.profile(ctx, spent, ops, [])
+    if journal is not None and all(journal.has(mod) for mod in modules):
+        journal.remove()  # complete: the profile is the whole result, a rerun measures afresh
+    return profile
+
+
+class _Assembly:
+    """Builds the run's profile from its state: at the end, or as a checkpoint mid-run."""
+
+    def __init__(
+        self, info: DeviceInfo, gpu: str, device: str, quick: bool, model_name: str, name: str
+    ) -> None:
+        self.info, self.gpu, self.device, self.quick = info, gpu, device, quick
+        self.model_name, self.name = model_name, name
+
+    def profile(
+        self, ctx: Ctx, spent: dict[str, float], ops: Sequence[str], missing: Sequence[str]
+    ) -> Profile:
+        """The profile of what `ctx` holds; `missing` lists modules not yet run (a checkpoint)."""
+        notes = list(ctx.notes)
+        notes += [f"{family}: not requested (--ops)" for family in FAMILIES if family not in ops]
+        notes.append(
+            "wall time per module: "
+            + ", ".join(f"{mod} {s:.1f} s" for mod, s in spent.items())
+            + f" (total {sum(spent.values()):.1f} s)"
+        )
+        if missing:
+            notes.append(
+                f"incomplete: {', '.join(missing)} not yet run (the run was still going or was "
+                "killed); the same command again resumes it"
+            )
+        fallback = load_profile(f"{self.gpu}-roofline").roofline
+        factors, factor_notes = derive(
+            ctx.tables,
+            load_gpu(self.gpu),
+            f"this {self.device} calibration",
+            fallback,
+            f"{self.gpu}-roofline",
+            measured_launch=ctx.launch,
+        )
+        info = self.info
+        libraries = {**info.libraries, **ctx.libraries}
+        return Profile(
+            schema_version=SCHEMA_VERSION,
+            name=self.name,
+            kind="measured",
+            description=f"kernels_calib {'quick ' if self.quick else ''}run on {info.name}",
+            device=DeviceInfo(**{**info.model_dump(), "gpu": self.gpu, "libraries": libraries}),
+            model_shape=model_shape(self.model_name),
+            tables=list(ctx.tables),
+            roofline=factors,
+            crossover=list(ctx.crossover),
+            notes=notes + factor_notes,
+            created_utc=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        )

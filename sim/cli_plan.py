@@ -174,6 +174,7 @@ def _print(console: Console, result: Any, cols: list[str], rows: list[list[str]]
         t.add_row(*r)
     console.print(t)
     console.print(f"verdict: {result.verdict}", highlight=False)
+    _print_misses(console, result)
     if result.best:
         b = result.best
         console.print(f"GPUs for {target}: {b['gpus']} {b['gpu']} ({b['layout']} x"
@@ -183,6 +184,25 @@ def _print(console: Console, result: Any, cols: list[str], rows: list[list[str]]
             console.print(f"\n#{i} {eng}:", highlight=False)
             for c in cmds:
                 console.print(c, highlight=False, soft_wrap=True, markup=False)
+
+
+SHOWN_MISSES = 5
+
+
+def _print_misses(console: Console, result: Any) -> None:
+    """Candidates that missed the SLO or memory narrowly, and where every removed one is."""
+    near = [r for r in result.rows if r.get("near_miss")]
+    near += [r for r in result.pruned if str(r.get("reason", "")).startswith("near miss")]
+    for r in near[:SHOWN_MISSES]:
+        copies = f" x{r['replicas']}" if "replicas" in r else ""
+        console.print(f"{r['gpu']} {r['layout']}{copies}: {r['reason']}", highlight=False)
+    if len(near) > SHOWN_MISSES:
+        console.print(f"... and {len(near) - SHOWN_MISSES} more near misses", highlight=False)
+    failed = sum(r.get("status") == "failed" for r in result.rows)
+    console.print(
+        f"{len(result.pruned)} layouts or candidates removed and {failed} failed runs are listed "
+        "with their reasons in plan.json (pruned, rows)", highlight=False,
+    )  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

@@ -192,13 +192,23 @@ def capacity(
             help="Also size each PD deployment's prefill and decode pools separately.",
         ),
     ] = True,
+    journal: Annotated[
+        Path | None,
+        typer.Option(
+            "--journal",
+            help="Append-only record of finished probes (default: "
+            ".mlasim/capacity-<name>.jsonl); run again after an interruption to skip them.",
+        ),
+    ] = None,
 ) -> None:
     """Highest arrival rate each deployment serves within the SLO; GPUs for --target-rate.
 
     Doubles or halves workload.rate_req_s until the SLO is bracketed, then bisects it.
 
-    Each probe simulates one deployment (or one PD pool alone) for the scenario's run.duration_s.
+    Each probe simulates one deployment (or one PD pool alone) for the scenario's run.duration_s,
+    and is recorded as it completes (--journal), so a stopped search resumes where it stopped.
     """
+    from sim.io.journal import Journal, JournalError, write_atomic
     from sim.search.capacity import CapacityError, capacity_search, check_options, search_count
     from sim.search.overrides import apply_overrides, parse_assignment
 
@@ -209,6 +219,11 @@ def capacity(
         check_options(sc, target_rate, tolerance, max_runs, probes_per_round)
     except (OverrideError, CapacityError) as exc:
         raise usage_error(f"{scenario}: {exc}") from None
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sc.name)[:100]
+    try:
+        record = Journal(journal or Path(".mlasim") / f"capacity-{safe}.jsonl")
+    except (JournalError, OSError) as exc:
+        raise usage_error(f"--journal: {exc}") from None
     runner = _backend(backend, jobs, ray_address)
     with runner, _run_errors(scenario), _progress(console) as bar:
         total = max_runs * search_count(sc, pd_pools)
@@ -221,7 +236,11 @@ def capacity(
         report = capacity_search(
             sc, target_rate, runner, tolerance=tolerance, max_runs=max_runs,
             probes_per_round=probes_per_round, on_probe=on_probe, pd_pools=pd_pools,
+            journal=record,
         )  # fmt: skip
+    failed = [d for d in report.deployments if d.status == "error"]
+    if failed and len(failed) == len(report.deployments):  # nothing ran: as in `run`
+        raise usage_error(f"{scenario}: {failed[0].note.split(': ', 1)[1]}")
     pct = f"p{sc.slo.percentile:g}"
     t = Table(
         title=f"{sc.name}: highest rate meeting the SLO ({pct} TTFT <= {sc.slo.ttft_s:g} s, "
@@ -247,10 +266,12 @@ def capacity(
     console.print(t)
     for d in report.deployments:
         console.print(f"{d.deployment}: {d.note}", highlight=False)
+        for w in d.warnings:
+            console.print(f"{d.deployment}: warning: {w}", highlight=False)
     if report.pd_pools:
         _print_pd_pools(console, report)
     if json_out is not None:
-        json_out.write_text(json.dumps(report.model_dump(mode="json"), indent=2) + "\n")
+        write_atomic(json_out, json.dumps(report.model_dump(mode="json"), indent=2) + "\n")
         console.print(f"wrote {json_out}")
 
 

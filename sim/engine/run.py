@@ -22,7 +22,7 @@ from sim.engine.benchmark_feed import BenchmarkFeed
 from sim.engine.cluster import Cluster, CostFactory, build_cluster, entry_deployment
 from sim.engine.invariants import RequestCounts, check_all
 from sim.engine.lengths import cap_cached
-from sim.engine.requests import RequestTable
+from sim.engine.requests import Phase, RequestTable
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import RunSpec
 from sim.specs.workload import BenchmarkWorkload, ClosedWorkload, TraceWorkload, Workload
@@ -90,6 +90,33 @@ class _CountingEnvironment(simpy.Environment):
         super().step()
 
 
+EVENTS_PER_TICK = 1024  # a run without duration_s reports progress every this many events
+
+
+class _WatchedEnvironment(_CountingEnvironment):
+    """A run with no `duration_s` (ended by `max_requests`) has no simulated time to tick at:
+    it calls `tick` every EVENTS_PER_TICK events instead, so a progress callback (and the
+    wall-time limit callers check in it) still runs while it goes."""
+
+    def __init__(self, tick: Callable[[], None]) -> None:
+        super().__init__()
+        self.tick = tick
+
+    def step(self) -> None:
+        super().step()
+        if self.events_processed % EVENTS_PER_TICK == 0:
+            self.tick()
+
+
+def _finished_fraction(table: RequestTable, run: RunSpec) -> float:
+    """Requests done or rejected over `max_requests` (below 1 until the run has ended)."""
+    if not run.max_requests:
+        return 0.0
+    counts = table.phase_counts()
+    ended = counts.get(Phase.DONE, 0) + counts.get(Phase.REJECTED, 0)
+    return min(ended / run.max_requests, 0.99)
+
+
 def _ticker(env: simpy.Environment, duration_s: float, progress: Progress):  # type: ignore[no-untyped-def]
     for k in range(1, 101):
         yield env.timeout(duration_s / 100)
@@ -115,7 +142,12 @@ def simulate(
     `cost_for(d)` prices steps of layout `d` (both pools of a PD deployment call it). Raises
     `InvariantError` when the run ends in an inconsistent state.
     """
-    env = _CountingEnvironment()
+    if progress is not None and run.duration_s is None:
+        env: _CountingEnvironment = _WatchedEnvironment(
+            lambda: progress(_finished_fraction(table, run))
+        )
+    else:
+        env = _CountingEnvironment()
     wl_seed, engine_seed = np.random.SeedSequence(run.seed).spawn(2)
     table = RequestTable()
     feed = make_feed(workload, np.random.default_rng(wl_seed), deployment, run, trace)

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from sim.io.claim_names import check_claim_names
 from sim.io.expect import ClaimError, validate_claims
 from sim.io.yaml_where import YamlTreeError, check_yaml_tree, keys, yaml_line
-from sim.specs.limits import LimitError, check_data
+from sim.specs.limits import LimitError, check_data, check_flow_depth
 from sim.specs.limits import check_text_size as check_size
 from sim.specs.scenario import Scenario
 
@@ -148,6 +148,7 @@ def _syntax(p: Path, text: str) -> Any:
     alias expansion); ScenarioError naming the line otherwise."""
     try:
         check_size(len(text.encode(errors="replace")), "(file)")
+        check_flow_depth(text)  # before the parser: its scanner is quadratic in open brackets
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         check_yaml_tree(root)
         return yaml.safe_load(text)

@@ -10,8 +10,9 @@ from typing import Any
 from sim.io.journal import Journal
 from sim.plan import price as pricing
 from sim.plan.launch import launch_commands
+from sim.plan.order import simulate_cheapest_first
 from sim.plan.prune import RULES, prune
-from sim.plan.run import Candidate, ProgressFn, run_candidates
+from sim.plan.run import Candidate, ProgressFn
 from sim.plan.space import layouts
 from sim.plan.spec import PlanRequest
 from sim.search.backends import Backend
@@ -70,13 +71,14 @@ def make_plan(
     lays = [lay for g, (m, gpu, _) in resolved.items() for lay in layouts(req, m, gpu)]
     pr = prune(lays, req, resolved)
     cands = [Candidate(lay, k, req.model) for lay, counts, _ in pr.kept for k in counts]
-    rows = run_candidates(cands, req, backend, journal, progress)
+    rows, dominated = simulate_cheapest_first(cands, req, backend, journal, progress)
     for row in rows:
         _add_cost(row, req)
+    removed = {r: pr.removed.get(r, 0) for r in RULES}
+    removed["dominated"] = len(dominated)
     plan = Plan(
         request=req, rows=rows, space_size=len(lays) * req.space.loads,
-        removed={r: pr.removed.get(r, 0) for r in RULES}, pruned=pr.reasons,
-        simulated=len(rows),
+        removed=removed, pruned=pr.reasons + dominated, simulated=len(rows),
     )  # fmt: skip
     plan.top = ranked(rows, req)[: req.top]
     for row in plan.top:

@@ -178,6 +178,35 @@ def prune(
     return out
 
 
+# layouts are tried at mem_fraction 0.9 (the Deployment default, vLLM's gpu_memory_utilization
+# default); one pruned for memory that would fit at 0.95 or below is a near miss, a setting a
+# deployment can raise that far; above it, only more GPUs or smaller weights help
+NEAR_MISS_MEM_FRACTION = 0.95
+
+
+def memory_need(lay: Layout, model: ModelSpec, gpu: GpuSpec) -> float | None:
+    """Share of one GPU's HBM the layout needs (weights + activations + one chunk of KV; the
+    tighter pool of a PD slice), or None when the layout itself is invalid."""
+    from sim.cost.activations import activation_reserve_bytes
+    from sim.cost.memory import kv_bytes_per_token_per_gpu, weight_bytes_per_gpu
+
+    try:
+        if lay.kind == "unit":
+            pools = [Deployment.model_validate(lay.spec)]
+        else:
+            pd = PdDeployment.model_validate(lay.spec)
+            pools = [pd.prefill, pd.decode]
+        need = [
+            weight_bytes_per_gpu(model, d)
+            + activation_reserve_bytes(model, d)
+            + d.chunked_prefill_tokens * kv_bytes_per_token_per_gpu(model, d)
+            for d in pools
+        ]
+    except ValueError:
+        return None
+    return max(need) / gpu.hbm_bytes
+
+
 def _check(
     lay: Layout, req: PlanRequest, model: ModelSpec, gpu: GpuSpec, profile: Profile | None
 ) -> tuple[str | None, Any]:
@@ -192,7 +221,13 @@ def _check(
         return "layout", "; ".join(error_lines(exc))
     except ValueError as exc:
         msg = str(exc)
-        return ("memory" if "does not fit" in msg else "layout"), msg
+        if "does not fit" not in msg:
+            return "layout", msg
+        need = memory_need(lay, model, gpu)
+        if need is not None and need <= NEAR_MISS_MEM_FRACTION:
+            msg = (f"near miss: needs {need:.0%} of HBM, within reach of mem_fraction "
+                   f"{math.ceil(need * 100) / 100:.2f}; {msg}")  # fmt: skip
+        return "memory", msg
     slo = req.slo
     if bound.tpot_floor_s > slo.tpot_s:
         return "latency floor", (

@@ -83,11 +83,17 @@ def pareto_figure(plan: Plan) -> Any:
 
 
 def write_outputs(plan: Plan, out_dir: str | Path) -> list[Path]:
-    """plan.json and pareto.html under `out_dir` (HTML only where plotly is installed)."""
+    """plan.json, scenario.yaml (the top rows as a runnable scenario, when any met the SLO) and
+    pareto.html under `out_dir` (HTML only where plotly is installed)."""
     import json
+
+    from sim.plan.scenario_out import scenario_yaml
 
     d = Path(out_dir)
     paths = [write_atomic(d / "plan.json", json.dumps(plan.to_json(), indent=1) + "\n")]
+    text = scenario_yaml(plan)
+    if text is not None:
+        paths.append(write_atomic(d / "scenario.yaml", text))
     try:
         fig = pareto_figure(plan)
     except ImportError:

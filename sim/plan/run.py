@@ -107,7 +107,8 @@ def _row(c: Candidate, req: PlanRequest, d: DeploymentResults | None, error: str
     tpot = d.tpot_s.mean
     return {
         **base, "status": "simulated", "reason": None if ok else _missed(d, req),
-        "slo_met": ok, "output_tok_s_per_gpu": d.output_tok_s_per_gpu,
+        "slo_met": ok, "near_miss": not ok and _near_miss(d, req),
+        "output_tok_s_per_gpu": d.output_tok_s_per_gpu,
         "output_tok_s_per_gpu_ci95": d.output_tok_s_per_gpu_ci95,
         "tok_s_per_user": 1.0 / tpot if tpot else None,
         "ttft_s": d.ttft_at_slo_s, "tpot_s": d.tpot_at_slo_s,
@@ -127,7 +128,21 @@ def _missed(d: DeploymentResults, req: PlanRequest) -> str:
         parts.append(f"TPOT {pct} {_fmt(d.tpot_at_slo_s, 1e3)} ms > {slo.tpot_s * 1e3:g} ms")
     if d.requests.rejected:
         parts.append(f"{d.requests.rejected} rejected")
-    return ", ".join(parts) or f"backlog: {d.requests.queued} requests still queued"
+    why = ", ".join(parts) or f"backlog: {d.requests.queued} requests still queued"
+    return f"near miss: {why}" if _near_miss(d, req) else why
+
+
+NEAR_MISS = 1.1  # a miss of at most 10% on TTFT and TPOT (no rejections): shown as a near miss
+
+
+def _near_miss(d: DeploymentResults, req: PlanRequest) -> bool:
+    """Whether a candidate that misses the SLO misses it narrowly: every latency within 10% of
+    its target, nothing rejected (a queue that still grows past the backlog bound counts, as
+    one replica more would absorb it)."""
+    ttft, tpot = d.ttft_at_slo_s, d.tpot_at_slo_s
+    if ttft is None or tpot is None or d.requests.rejected:
+        return False
+    return ttft <= NEAR_MISS * req.slo.ttft_s and tpot <= NEAR_MISS * req.slo.tpot_s
 
 
 def _fmt(v: float | None, scale: float = 1.0) -> str:

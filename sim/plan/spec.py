@@ -113,6 +113,12 @@ class PlanRequest(Spec):
         default=None, gt=0, description="$ per GPU-hour (default: the price table's, per GPU)."
     )
     top: int = Field(default=5, ge=1, description="Rows in the top-K table.")
+    simulate_all: bool = Field(
+        default=False,
+        description="Simulate every candidate that survives the analytic rules; by default one "
+        "that costs more than the top K of its kind already meeting the SLO is skipped as "
+        "dominated (`sim/plan/order.py`).",
+    )
     space: PlanSpace = Field(default_factory=PlanSpace, description="Knob values to search.")
     probe: ProbeSpec = Field(default_factory=ProbeSpec, description="Probe lengths.")
 

@@ -12,6 +12,12 @@ A PD deployment is also sized pool by pool (`sim.search.pd_capacity`): its prefi
 pools are searched alone, as more searches in the same rounds, and the report adds prefill and
 decode units for the target beside the whole-pair answer.
 
+With a `journal` (`sim.io.journal`), each finished probe is appended as it completes, keyed by
+a digest of its own scenario, so a search killed by SIGINT or SIGKILL and run again with the same
+arguments re-probes the same rates and finds them on record. A probe that fails on its inputs (a
+deployment that does not fit) ends that deployment's search with status 'error' and its message;
+the other deployments go on.
+
 Latency need not fall monotonically with load in a finite, seeded run; the search stays on the
 safe side: the failing rate is the lowest rate seen to fail, the maximum the highest rate seen to
 meet below it.
@@ -19,12 +25,15 @@ meet below it.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sim.metrics.results import DeploymentResults, few_finished
-from sim.search.backends import Backend
+from sim.io.journal import Journal
+from sim.metrics.results import DeploymentResults
+from sim.search.backends import ERROR_KEY, Backend
+from sim.search.capacity_notes import backlog_limit, missed, near_miss, thin_evidence
 from sim.search.capacity_report import CapacityReport, CapacityResult, Probe, Status
 from sim.search.pd_capacity import PoolRule, pd_pools_results, pool_rules
 from sim.specs.deployment import PdDeployment
@@ -55,11 +64,6 @@ def meets_slo(d: DeploymentResults, rate_req_s: float, slo: Slo) -> bool:
     return d.slo_met and d.requests.rejected == 0 and backlog_ok
 
 
-def backlog_limit(rate_req_s: float, slo: Slo) -> float:
-    """Most requests that may still wait for admission at the end: one TTFT target's arrivals."""
-    return rate_req_s * slo.ttft_s
-
-
 def probe_scenario(scenario: Scenario, deployment: str, rate_req_s: float) -> Scenario:
     """The scenario with only `deployment`, at `rate_req_s` (its `expect:` claims dropped: they
     may name the other deployments)."""
@@ -80,6 +84,7 @@ class _Search:
     floor: float
     probes: dict[float, Probe] = field(default_factory=dict)
     rule: PoolRule | None = None  # None: the whole deployment, judged by `meets_slo`
+    error: tuple[float, str] | None = None  # (rate, message) of a probe that failed its inputs
 
     def scenario_at(self, scenario: Scenario, rate: float) -> Scenario:
         return (
@@ -87,7 +92,7 @@ class _Search:
         )
 
     def missed(self, p: Probe, slo: Slo) -> str:
-        return self.rule.missed(p) if self.rule else _missed(p, slo)
+        return self.rule.missed(p) if self.rule else missed(p, slo)
 
     def bracket(self) -> tuple[float | None, float | None]:
         """(highest meeting rate below `hi`, lowest failing rate `hi`)."""
@@ -97,7 +102,9 @@ class _Search:
 
     def next_rates(self, width: int, tolerance: float, runs_left: int) -> list[float]:
         lo, hi = self.bracket()
-        if not self.probes:
+        if self.error is not None:
+            rates = []
+        elif not self.probes:
             rates = [self.start * 2**i for i in range(width)]
         elif lo is None:
             low = min(self.probes)
@@ -127,23 +134,11 @@ def _probe(rate: float, d: DeploymentResults, slo: Slo, rule: PoolRule | None = 
     )
 
 
-def _missed(p: Probe, slo: Slo) -> str:
-    """What a failing probe missed, in words."""
-    pct = f"p{slo.percentile:g}"
-    parts = []
-    if p.ttft_s is not None and p.ttft_s > slo.ttft_s:
-        parts.append(f"TTFT {pct} {p.ttft_s:.3g} s > {slo.ttft_s:g} s")
-    if p.tpot_s is not None and p.tpot_s > slo.tpot_s:
-        parts.append(f"TPOT {pct} {p.tpot_s * 1e3:.3g} ms > {slo.tpot_s * 1e3:g} ms")
-    if p.queued > backlog_limit(p.rate_req_s, slo):
-        parts.append(f"{p.queued} requests still queued")
-    if p.rejected:
-        parts.append(f"{p.rejected} rejected")
-    return ", ".join(parts) or "the SLO"
-
-
 def _verdict(s: _Search, slo: Slo, tolerance: float) -> tuple[Status, str]:
     lo, hi = s.bracket()
+    if s.error is not None:
+        rate, message = s.error
+        return "error", f"the probe at {rate:.4g} req/s failed: {message}"
     if lo is None:
         low = min(s.probes)
         more = (
@@ -169,16 +164,11 @@ def _verdict(s: _Search, slo: Slo, tolerance: float) -> tuple[Status, str]:
     )
 
 
-def thin_evidence(p: Probe) -> str | None:
-    """A caution when most of a probe's requests did not finish in its window: TPOT and the
-    verdict then rest on the earliest or shortest (the run is too short for the answers)."""
-    if not few_finished(p.arrived, p.completed):
+def _near_miss(s: _Search, slo: Slo) -> str | None:
+    if not s.probes:
         return None
-    return (
-        f"at {p.rate_req_s:.4g} req/s only {p.completed:,} of {p.arrived:,} requests finished "
-        "in the window, so the verdict rests on the earliest or shortest: lengthen "
-        "run.duration_s before trusting it"
-    )
+    ttft_target_s = s.rule.ttft_budget_s if s.rule is not None else slo.ttft_s
+    return near_miss(s.probes[min(s.probes)], slo, ttft_target_s)
 
 
 def _result(s: _Search, gpus: int, target: float, slo: Slo, tolerance: float) -> CapacityResult:
@@ -202,6 +192,7 @@ def _result(s: _Search, gpus: int, target: float, slo: Slo, tolerance: float) ->
         gpus=replicas * gpus if replicas is not None else None,
         runs=len(s.probes),
         probes=[s.probes[r] for r in sorted(s.probes)],
+        warnings=[w for w in (_near_miss(s, slo),) if w is not None],
     )
 
 
@@ -233,6 +224,22 @@ def search_count(scenario: Scenario, pd_pools: bool = True) -> int:
     return len(scenario.deployments) + (2 * pairs if pd_pools else 0)
 
 
+def probe_id(search: str, job: Scenario) -> str:
+    """A probe's journal id: a digest of the search's name and the probe's whole scenario."""
+    return hashlib.sha256(f"{search}\n{job.model_dump_json()}".encode()).hexdigest()[:24]
+
+
+def _record(todo: tuple[_Search, float], rec: dict[str, object], on_probe: ProbeFn | None) -> None:
+    """Put one journal record (a probe or an error) into its search."""
+    s, rate = todo
+    if ERROR_KEY in rec:
+        s.error = (rate, str(rec[ERROR_KEY]))
+        return
+    s.probes[rate] = Probe.model_validate(rec["probe"])
+    if on_probe is not None:
+        on_probe(s.name, rate, s.probes[rate].meets_slo)
+
+
 def capacity_search(
     scenario: Scenario,
     target_rate_req_s: float,
@@ -243,12 +250,14 @@ def capacity_search(
     probes_per_round: int = 1,
     on_probe: ProbeFn | None = None,
     pd_pools: bool = True,
+    journal: Journal | None = None,
 ) -> CapacityReport:
     """Per deployment: highest rate meeting the SLO (`meets_slo`), replicas and GPUs for the
     target. With `pd_pools`, each PD deployment's pools are also searched alone
     (`sim.search.pd_capacity`; `on_probe` names them `<pair>.<pool>`). `max_runs` bounds each
-    search's simulations. Raises CapacityError for a closed-loop or trace workload or a bad
-    option; ValueError from a run propagates."""
+    search's simulations; `journal` records each probe and skips those already in it. A probe
+    that fails on its inputs ends its search with status 'error'. Raises CapacityError for a
+    closed-loop or trace workload or a bad option."""
     check_options(scenario, target_rate_req_s, tolerance, max_runs, probes_per_round)
     start = float(scenario.workload.rate_req_s)  # type: ignore[union-attr]
     run = scenario.run
@@ -266,12 +275,25 @@ def capacity_search(
         if not todo:
             break
         jobs = [s.scenario_at(scenario, r) for s, r in todo]
-        for i, results in backend.run(jobs):
-            s, rate = todo[i]
-            d = DeploymentResults.model_validate(results["deployments"][0])
-            s.probes[rate] = _probe(rate, d, scenario.slo, s.rule)
-            if on_probe is not None:
-                on_probe(s.name, rate, s.probes[rate].meets_slo)
+        ids = [probe_id(s.name, job) for (s, _), job in zip(todo, jobs, strict=True)]
+        for i, pid in enumerate(ids):
+            if journal is not None and pid in journal:
+                _record(todo[i], journal.done[pid], on_probe)
+        fresh = [i for i, pid in enumerate(ids) if journal is None or pid not in journal]
+        for j, results in backend.run([jobs[i] for i in fresh], keep_going=True):
+            k = fresh[j]
+            s, rate = todo[k]
+            if ERROR_KEY in results:
+                rec: dict[str, object] = {"id": ids[k], ERROR_KEY: results[ERROR_KEY]}
+            else:
+                d = DeploymentResults.model_validate(results["deployments"][0])
+                rec = {
+                    "id": ids[k],
+                    "probe": _probe(rate, d, scenario.slo, s.rule).model_dump(mode="json"),
+                }
+            if journal is not None:
+                journal.append(rec)
+            _record(todo[k], rec, on_probe)
     gpus = {d.name: d.total_gpus for d in scenario.deployments}
     slo = scenario.slo
     pools = {r.label: r.impossible() for r in rules if not r.possible}

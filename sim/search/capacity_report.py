@@ -9,7 +9,7 @@ from pydantic import Field
 from sim.specs.base import Spec
 from sim.specs.scenario import Slo
 
-Status = Literal["converged", "max_runs", "no_failure", "fails_at_lowest"]
+Status = Literal["converged", "max_runs", "no_failure", "fails_at_lowest", "error"]
 
 
 class Probe(Spec):
@@ -45,7 +45,8 @@ class CapacityResult(Spec):
     status: Status = Field(
         description="'converged' (within tolerance), 'max_runs' (bracketed, not converged), "
         "'no_failure' (every probe met: the maximum is a lower bound), 'fails_at_lowest' "
-        "(no probe met: no maximum)."
+        "(no probe met: no maximum), 'error' (a probe failed on its inputs, e.g. the deployment "
+        "does not fit its GPUs: `note` holds the message)."
     )
     note: str = Field(description="The status in words, with what to do about it.")
     max_rate_req_s: float | None = Field(
@@ -61,6 +62,11 @@ class CapacityResult(Spec):
     gpus: int | None = Field(description="GPUs for the target: replicas x GPUs per deployment.")
     runs: int = Field(description="Simulations this deployment's search used.")
     probes: list[Probe] = Field(description="Every probe, by rate.")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Cautions on the answer, e.g. a near miss: the SLO already nearly missed at "
+        "the lowest rate probed, so the maximum rests on a margin run-to-run noise can cross.",
+    )
 
 
 class PdPoolsResult(Spec):

@@ -44,7 +44,22 @@ def test_plan_from_a_plan_block_prints_top_k_cost_and_commands(tmp_path: Path) -
         assert set(flags) <= set(stored[engine]["flags"]), ln
     saved = json.loads((out / "plan.json").read_text())
     assert saved["top"] and saved["removed"].keys() == {"layout", "memory", "latency floor",
-                                                       "max GPUs"}  # fmt: skip
+                                                       "max GPUs", "dominated"}  # fmt: skip
+    assert "listed with their reasons in plan.json" in text
+    # the plan as a scenario: its top rows with all their copies at the whole target rate
+    scenario = out / "scenario.yaml"
+    assert f"wrote {scenario}" in " ".join(text.split())
+    data = yaml.safe_load(scenario.read_text())
+    best = saved["top"][0]
+    assert data["deployments"][0]["name"].startswith("top1_")
+    assert data["workload"]["rate_req_s"] == TINY["rate_req_s"]
+    assert data["slo"]["tpot_s"] == TINY["slo"]["tpot_s"]
+    one = {**data, "deployments": data["deployments"][:1]}
+    scenario.write_text(yaml.safe_dump(one))  # only the choice: keep the test short
+    ran = RUNNER.invoke(app, ["run", str(scenario), "--json", str(tmp_path / "r.json")])
+    assert ran.exit_code == 0, ran.output
+    (d,) = json.loads((tmp_path / "r.json").read_text())["deployments"]
+    assert d["gpus"] == best["gpus"] and d["slo_met"], d
 
 
 def test_plan_names_what_is_missing() -> None:

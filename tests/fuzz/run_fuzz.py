@@ -64,9 +64,12 @@ class Worker:
         self.proc.wait()
 
 
-def run(counts: dict[str, int], timeout_s: float, seed: int, show: int) -> dict[str, Any]:
+def run(
+    counts: dict[str, int], timeout_s: float, seed: int, show: int, save: Path | None = None
+) -> dict[str, Any]:
     tally: dict[str, collections.Counter[str]] = {}
     examples: list[str] = []
+    slowest: list[tuple[float, str, str]] = []  # (seconds, kind, outcome) of the slowest cases
     worker = Worker()
     started = time.monotonic()
     try:
@@ -74,13 +77,23 @@ def run(counts: dict[str, int], timeout_s: float, seed: int, show: int) -> dict[
             if not worker.alive():
                 worker.close()
                 worker = Worker()
+            asked = time.monotonic()
             res = worker.ask(case, timeout_s)
+            slowest.append((time.monotonic() - asked, case["kind"], res["outcome"]))
+            slowest = sorted(slowest, reverse=True)[:3]
             tally.setdefault(case["kind"], collections.Counter())[res["outcome"]] += 1
             if res["outcome"] in BAD and len(examples) < show:
                 examples.append(f"{case['kind']} {res['outcome']}: {res.get('message', '')}")
+            if res["outcome"] in BAD and save is not None:  # the input, to reproduce it alone
+                save.mkdir(parents=True, exist_ok=True)
+                n = len(list(save.iterdir()))
+                (save / f"{n:04d}-{case['kind']}-{res['outcome']}.json").write_text(
+                    json.dumps(case)
+                )
     finally:
         worker.close()
-    return {"tally": tally, "examples": examples, "wall_s": time.monotonic() - started}
+    return {"tally": tally, "examples": examples, "wall_s": time.monotonic() - started,
+            "slowest": slowest}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,15 +102,17 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument(f"--{kind}", type=int, default=n)
     ap.add_argument("--timeout", type=float, default=20.0, help="Seconds per case (a hang).")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--save", type=Path, default=None, help="Folder for each bad case's input.")
     args = ap.parse_args(argv)
     counts = {"scenario": args.scenarios, "profile": args.profiles,
               "expression": args.expressions, "trace": args.traces}  # fmt: skip
-    out = run(counts, args.timeout, args.seed, show=20)
+    out = run(counts, args.timeout, args.seed, show=20, save=args.save)
     outcomes = ("result", "user_error", "crash", "hang", "signal", "nan")
     print(f"{'kind':<12}" + "".join(f"{o:>12}" for o in outcomes))
     for kind, tally in out["tally"].items():
         print(f"{kind:<12}" + "".join(f"{tally[o]:>12}" for o in outcomes))
-    print(f"wall time {out['wall_s']:.0f} s")
+    print(f"wall time {out['wall_s']:.0f} s; slowest cases: " + ", ".join(
+        f"{kind} {outcome} {t:.1f} s" for t, kind, outcome in out["slowest"]))  # fmt: skip
     for line in out["examples"]:
         print(line)
     bad = sum(t[o] for t in out["tally"].values() for o in BAD)

@@ -51,6 +51,13 @@ def test_duplicate_key_names_both_lines() -> None:
 def test_deep_nesting_and_alias_bombs_are_refused() -> None:
     with pytest.raises(ScenarioError, match="nested"):
         parse_scenario("a: " + "[" * 5000 + "]" * 5000, "x.yaml")
+    # found by `make fuzz` (seed 1): thousands of unclosed `[` after a valid scenario took the
+    # YAML scanner 1.5-3 s to refuse (quadratic), over 20 s on a loaded machine; now the
+    # bracket depth is read off the raw text before any parser runs
+    with pytest.raises(ScenarioError, match=r"line \d+: brackets nested 5000 deep, over the "):
+        parse_scenario(BASE + "\nz: " + "[" * 5000 + "\n", "x.yaml")
+    quoted = BASE.replace("name: default", "name: '" + "[x " * 20 + "default'", 1)
+    assert parse_scenario(quoted, "x.yaml").name.startswith("[x [x")  # 20 open: under 24
     bomb = "a: &a [" + ",".join(["1"] * 10) + "]\n"
     for prev, name in zip("abcdef", "bcdefg", strict=True):
         bomb += f"{name}: &{name} [" + ",".join([f"*{prev}"] * 10) + "]\n"

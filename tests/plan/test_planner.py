@@ -10,12 +10,12 @@ import pytest
 
 from sim.io.journal import Journal
 from sim.metrics.results import DeploymentResults
-from sim.plan.planner import deployment_of, make_plan, pareto
+from sim.plan.planner import make_plan, pareto
+from sim.plan.scenario_out import plan_scenario
 from sim.plan.spec import PlanRequest
 from sim.run import run_scenario
 from sim.search.backends import SerialBackend
 from sim.search.capacity import meets_slo
-from sim.specs.deployment import PdDeployment
 from sim.specs.scenario import Scenario
 from tests.plan.plan_helpers import TINY_SPACE, tiny
 
@@ -43,27 +43,19 @@ def test_a_tiny_plan_ranks_what_meets_the_slo(plan_and_journal: tuple[Any, Path]
 
 
 def test_the_top_candidate_rerun_alone_meets_the_slo(plan_and_journal: tuple[Any, Path]) -> None:
-    """All its copies behind one router at the whole target rate, as one scenario."""
+    """All its copies behind one router at the whole target rate, as the plan's scenario file
+    holds it."""
     plan, _ = plan_and_journal
     best, req = plan.best, plan.request
-    dep = deployment_of(best)
-    if isinstance(dep, PdDeployment):
-        k = best["replicas"]
-        pools = {p: getattr(dep, p) for p in ("prefill", "decode")}
-        whole: Any = dep.model_copy(
-            update={p: d.model_copy(update={"replicas": d.replicas * k}) for p, d in pools.items()}
-        )
-    else:
-        whole = dep.model_copy(update={"replicas": best["replicas"]})
-    life = req.lifetime_s
-    sc = Scenario.model_validate({
-        "name": "rerun", "model": req.model, "gpu": best["gpu"],
-        "deployments": [whole.model_copy(update={"name": "best"}).model_dump(mode="json")],
-        "workload": {"kind": "poisson", "rate_req_s": req.rate_req_s,
-                     "input": req.input.model_dump(), "output": req.output.model_dump()},
-        "slo": req.slo.model_dump(), "run": {"duration_s": 5 * life, "warmup_s": life, "seed": 7},
-    })  # fmt: skip
+    data = plan_scenario(plan)
+    assert data is not None and data["gpu"] == best["gpu"]
+    assert len(data["deployments"]) == len(plan.top)
+    first = data["deployments"][0]
+    assert first["name"].startswith("top1_")
+    assert data["workload"]["rate_req_s"] == req.rate_req_s
+    sc = Scenario.model_validate({**data, "deployments": data["deployments"][:1]})
     d: DeploymentResults = run_scenario(sc).deployments[0]
+    assert d.gpus == best["gpus"]  # every copy of the plan's choice
     assert meets_slo(d, float(req.rate_req_s or 0), req.slo), (d.ttft_at_slo_s, d.tpot_at_slo_s)
 
 
@@ -97,3 +89,45 @@ def test_pruning_counts_each_rule() -> None:
 def test_a_request_needs_exactly_one_load_target() -> None:
     with pytest.raises(ValueError, match="exactly one load target"):
         PlanRequest.model_validate({**tiny().model_dump(), "users": 10})
+
+
+def test_a_layout_just_over_memory_is_pruned_as_a_near_miss() -> None:
+    """DeepSeek-V3 TP8 on one H200 node with a 2^19-token chunk needs ~91% of HBM (one chunk's
+    KV on every GPU): over the 0.9 it is tried at, within reach of mem_fraction 0.92."""
+    from sim.catalog import load_gpu, load_model
+    from sim.plan.prune import memory_need
+
+    space = {**TINY_SPACE, "chunked_prefill_tokens": [2**19, 2**21]}
+    with _NoRuns() as b:
+        plan = make_plan(tiny(space=space), b)
+    near, far = sorted(plan.pruned, key=lambda r: r["layout"])[::-1]  # c524288 sorts after c2097152
+    assert near["rule"] == far["rule"] == "memory"
+    assert near["reason"].startswith(
+        "near miss: needs 91% of HBM, within reach of mem_fraction 0.92"
+    )
+    assert "does not fit" in near["reason"] and not far["reason"].startswith("near miss")
+    model, gpu = load_model("deepseek-v3"), load_gpu("h200")
+    from sim.plan.space import layouts
+
+    needs = sorted(
+        memory_need(lay, model, gpu) or 0 for lay in layouts(tiny(space=space), model, gpu)
+    )
+    assert 0.9 < needs[0] <= 0.95 < needs[1]
+
+
+def test_a_narrow_slo_miss_is_a_near_miss() -> None:
+    from sim.plan.run import _near_miss
+
+    sc = Scenario.model_validate({
+        "name": "t", "model": "deepseek-v3", "gpu": "h200",
+        "deployments": [{"name": "d", "attn_tp": 8, "moe_tp": 8}],
+        "workload": {"kind": "poisson", "rate_req_s": 2.0,
+                     "input": {"kind": "fixed", "tokens": 500},
+                     "output": {"kind": "fixed", "tokens": 20}},
+        "slo": {"ttft_s": 2.0, "tpot_s": 0.1}, "run": {"duration_s": 6.0, "warmup_s": 1.0},
+    })  # fmt: skip
+    d = run_scenario(sc).deployments[0]
+    assert d.ttft_at_slo_s is not None and d.tpot_at_slo_s is not None
+    slo = {"ttft_s": d.ttft_at_slo_s / 1.05, "tpot_s": d.tpot_at_slo_s * 2, "percentile": 90}
+    assert _near_miss(d, tiny(slo=slo))
+    assert not _near_miss(d, tiny(slo={**slo, "ttft_s": d.ttft_at_slo_s / 1.2}))

@@ -159,3 +159,31 @@ def test_probes_record_their_request_counts(found: tuple) -> None:
     probes = report.deployments[0].probes
     assert all(0 <= p.completed <= p.arrived and p.arrived > 0 for p in probes)
     assert any(p.completed > 0 for p in probes if p.meets_slo)
+
+
+def test_a_deployment_that_does_not_fit_is_a_row_and_the_others_go_on() -> None:
+    tight = TINY["deployments"][0] | {"mem_fraction": 0.3}
+    sc = tiny(deployments=[tight, DP])
+    report = capacity_search(sc, 10.0, SerialBackend(), max_runs=3)
+    bad, good = report.deployments
+    assert bad.status == "error" and bad.runs == 0 and bad.gpus is None
+    assert bad.note.startswith("the probe at 4 req/s failed: deployment 'tp8' does not fit")
+    assert good.status != "error" and good.runs == 3 and good.max_rate_req_s is not None
+
+
+def test_a_near_miss_at_the_lowest_rate_is_warned() -> None:
+    base = _rerun(_one(), 1.0)
+    ttft = base.ttft_at_slo_s
+    assert ttft is not None
+    near = capacity_search(_one(rate=1.0, ttft_s=ttft / 0.95), 5.0, SerialBackend(), max_runs=2)
+    (d,) = near.deployments
+    assert d.probes[0].rate_req_s == 1.0 and d.probes[0].meets_slo
+    (warning,) = d.warnings
+    assert warning.startswith("near miss: at the lowest rate probed (1 req/s) TTFT p90")
+    assert "95% of its" in warning
+    far = capacity_search(_one(rate=1.0, ttft_s=ttft * 2), 5.0, SerialBackend(), max_runs=2)
+    assert far.deployments[0].warnings == []
+    over = capacity_search(_one(rate=1.0, ttft_s=ttft / 1.05), 5.0, SerialBackend(), max_runs=2)
+    (d,) = over.deployments
+    assert not d.probes[0].meets_slo and d.status == "fails_at_lowest"
+    assert any("missed by a small margin" in w for w in d.warnings)

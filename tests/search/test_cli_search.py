@@ -132,11 +132,22 @@ def test_bad_profile_is_a_message_with_exit_code_2(tmp_path: Path) -> None:
 def test_worker_errors_come_back_as_messages(tmp_path: Path) -> None:
     sc = _scenario(tmp_path)
     tight = ["--set", "deployments.dp8_ep8.mem_fraction=0.3", "--backend", "process", "--jobs", "1"]
-    for cmd in (["sweep"], ["capacity", "--target-rate", "10"]):
-        res = RUNNER.invoke(app, [cmd[0], str(sc), *cmd[1:], *tight])
-        out = _said(res)
-        assert res.exit_code == 2
-        assert f"{sc}: deployment 'dp8_ep8' does not fit on h200" in out
+    res = RUNNER.invoke(app, ["sweep", str(sc), *tight])
+    assert res.exit_code == 2  # the one point fails: nothing ran
+    assert f"{sc}: deployment 'dp8_ep8' does not fit on h200" in _said(res)
+    # capacity searches each deployment alone: the one that does not fit is a row with its
+    # reason, the other is searched
+    journal = ["--journal", str(tmp_path / "c.jsonl"), "--max-runs", "2"]
+    res = RUNNER.invoke(app, ["capacity", str(sc), "--target-rate", "10", *tight, *journal])
+    out = _said(res)
+    assert res.exit_code == 0, out
+    assert "dp8_ep8: the probe at 4 req/s failed: deployment 'dp8_ep8' does not fit on h200" in out
+    assert any(x.startswith("│ tp8") and "error" not in x for x in res.output.splitlines())
+    alone = json.dumps([TINY["deployments"][1] | {"mem_fraction": 0.3}])
+    res = RUNNER.invoke(app, ["capacity", str(sc), "--target-rate", "10", "--set",
+                              f"deployments={alone}", *tight[2:], *journal])  # fmt: skip
+    assert res.exit_code == 2  # every deployment failed: the inputs are wrong, as in `run`
+    assert f"{sc}: deployment 'dp8_ep8' does not fit on h200" in _said(res)
 
 
 def test_outputs_in_a_missing_folder_are_refused(tmp_path: Path) -> None:
