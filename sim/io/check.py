@@ -7,7 +7,7 @@ A scenario file may carry, next to what the simulator reads, three check blocks:
 
 `check_paths` finds every scenario under the given paths (YAML mappings with `deployments`,
 `model` or `workload` at the top; other files are listed as skipped), runs them in parallel
-processes with the `Runner` it is given (the `mlasim check` command, `sim.cli_check`, passes one
+processes with the `Runner` it is given (the `mlasim check` command, `sim.cli.check`, passes one
 that simulates; tests pass fakes), and returns a `CheckReport`. Nothing is written unless
 `update_golden` is set.
 """

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from sim.cli_check import render
+from sim.cli.check import render
 from sim.io.check import CheckReport, check_paths, discover
 from sim.io.golden import golden_path
 from sim.io.yaml_where import yaml_line

@@ -11,7 +11,7 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sim.cli_check import register, render
+from sim.cli.check import register, render
 from sim.io.check import CheckReport, CheckRow, ScenarioReport
 from sim.io.expect import ClaimError, ExpectError, parse, validate_claims
 from sim.io.probes import ProbeError, compute_probes

@@ -14,7 +14,7 @@ from test_engine_cli import SHORT
 from test_engine_outputs import TEXT, _factory
 from typer.testing import CliRunner
 
-from sim.cli_run import register
+from sim.cli.run import register
 from sim.io.requests_io import COLUMNS, write_requests
 from sim.io.scenario_io import parse_scenario
 from sim.io.workload_csv import read_trace

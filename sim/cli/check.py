@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from sim.cli.common import output_console
 from sim.io.check import CheckReport, CheckRow, ScenarioReport, check_paths
 
 
@@ -145,9 +146,7 @@ def check_command(
 
     Exits 1 if any scenario fails, so CI stops on a broken claim.
     """
-    console = Console()
-    if not console.is_terminal:  # CI logs: wide enough that expressions stay on one line
-        console = Console(width=160)
+    console = output_console()  # in CI logs wide enough that expressions stay on one line
     try:
         report = check_paths(
             paths or [Path("scenarios")],

@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sim.cli_format import beyond, num, with_ci
-from sim.cli_physics import check_output_paths, output_console, usage_error
+from sim.cli.common import check_output_paths, output_console, usage_error
+from sim.cli.format import beyond, num, with_ci
 from sim.search.backends import BACKENDS, Backend, BackendError, make_backend
 from sim.search.capacity_report import CapacityReport
 from sim.search.overrides import OverrideError

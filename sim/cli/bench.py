@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from sim.cli_physics import output_console
+from sim.cli.common import output_console
 from sim.metrics.benchmark import BenchmarkResults
 
 # (label, measured field, simulated figure)

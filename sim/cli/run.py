@@ -17,8 +17,8 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
-from sim.cli_format import num, pct, with_ci
-from sim.cli_physics import check_output_paths, output_console
+from sim.cli.common import check_output_paths, output_console
+from sim.cli.format import num, pct, with_ci
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results, throughput_vs
 from sim.specs.limits import check_wall
