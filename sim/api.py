@@ -15,6 +15,11 @@ from __future__ import annotations
 from sim.catalog import CatalogError, gpu_names, load_gpu, load_model, model_names
 from sim.catalog.profiles import load_profile, parse_profile, profile_names
 
+# scenario files, results files, `expect:` lines and probes
+from sim.checks import expect
+from sim.checks.namespace import ExpectError, build_namespace
+from sim.checks.probes import ProbeError, compute_probes
+
 # cost model: MLA formulas, arithmetic intensity, roofline, memory plan, one step's cost
 from sim.cost import mla
 from sim.cost.batch import BatchShape, StepCost
@@ -26,11 +31,6 @@ from sim.cost.serving import ServingCostModel
 
 # running a scenario and its results
 from sim.engine import SimOutput
-
-# scenario files, results files, `expect:` lines and probes
-from sim.io import expect
-from sim.io.namespace import ExpectError, build_namespace
-from sim.io.probes import ProbeError, compute_probes
 from sim.io.results_io import csv_text, results_dict
 from sim.io.scenario_io import ScenarioError, load_scenario, parse_scenario
 from sim.metrics import (

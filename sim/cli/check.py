@@ -1,6 +1,6 @@
 """The `mlasim check` command: a pass/fail table per scenario, then every failure in full.
 
-Finding, running and checking the files is `sim.io.check`; this module gives it the runner
+Finding, running and checking the files is `sim.checks.runner`; this module gives it the runner
 that validates and simulates a scenario file (`default_runner`) and prints the report.
 """
 
@@ -16,8 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from sim.checks.runner import CheckReport, CheckRow, ScenarioReport, check_paths
 from sim.cli.common import output_console
-from sim.io.check import CheckReport, CheckRow, ScenarioReport, check_paths
 
 
 def default_runner(path: Path, text: str) -> Mapping[str, Any]:

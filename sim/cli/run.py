@@ -162,11 +162,11 @@ def run(
 ) -> None:
     """Simulate every deployment of a scenario and print them side by side."""
     console = output_console()
+    from sim.io.overrides import OverrideError, apply_overrides, parse_assignment
     from sim.io.requests_io import write_requests
     from sim.io.results_io import write_csv, write_json
     from sim.io.scenario_io import ScenarioError, load_scenario
     from sim.run import load_profile_for, simulate_scenario, summarize_scenario
-    from sim.search.overrides import OverrideError, apply_overrides, parse_assignment
 
     check_output_paths(json_out, csv_out, trace_out, requests_out)
     if requests_out is not None and (problem := requests_problem(requests_out)):

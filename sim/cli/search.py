@@ -18,9 +18,9 @@ from rich.table import Table
 
 from sim.cli.common import check_output_paths, output_console, usage_error
 from sim.cli.format import beyond, num, with_ci
+from sim.io.overrides import OverrideError
 from sim.search.backends import BACKENDS, Backend, BackendError, make_backend
 from sim.search.capacity_report import CapacityReport
-from sim.search.overrides import OverrideError
 from sim.specs.scenario import Scenario
 
 SetOpt = Annotated[
@@ -199,8 +199,8 @@ def capacity(
 
     Each probe simulates one deployment (or one PD pool alone) for the scenario's run.duration_s.
     """
+    from sim.io.overrides import apply_overrides, parse_assignment
     from sim.search.capacity import CapacityError, capacity_search, check_options, search_count
-    from sim.search.overrides import apply_overrides, parse_assignment
 
     console = output_console()
     check_output_paths(json_out)

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from sim.io.claim_names import check_claim_names
-from sim.io.expect import ClaimError, validate_claims
+from sim.checks.claim_names import check_claim_names
+from sim.checks.expect import ClaimError, validate_claims
 from sim.io.yaml_where import YamlTreeError, check_yaml_tree, keys, yaml_line
 from sim.specs.limits import LimitError, check_data
 from sim.specs.limits import check_text_size as check_size

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from search_scenarios import tiny
 
-from sim.search.overrides import (
+from sim.io.overrides import (
     OverrideError,
     apply_overrides,
     parse_assignment,
