@@ -21,12 +21,12 @@ from sim.cli.common import output_console
 
 
 def default_runner(path: Path, text: str) -> Mapping[str, Any]:
-    """Validate the scenario (errors name file, line and field) and run it."""
+    """Validate and resolve the scenario (errors name file, line and field) and run it."""
     from sim.io.results_io import results_dict  # the simulator loads only when a check runs
-    from sim.io.scenario_io import parse_scenario
+    from sim.io.scenario_io import parse_resolved
     from sim.run import run_scenario
 
-    return results_dict(run_scenario(parse_scenario(text, path)))
+    return results_dict(run_scenario(parse_resolved(text, path)))
 
 
 # Errors whose message is written for the reader (file:line: field: what is wrong, the fix);

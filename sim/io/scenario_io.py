@@ -1,7 +1,10 @@
-"""Scenario YAML -> `Scenario`, with errors that name the file, the line and the field.
+"""Scenario YAML -> `ResolvedScenario` (or its `Scenario`), with errors that name the file, the
+line and the field.
 
-Relative paths in the file (a trace CSV, a model config.json, a GPU YAML, a profile) are taken
-relative to the scenario file's folder.
+A file is validated (its shape), resolved (`sim.io.resolve`: model, GPU and profile names, the
+deployments against the model) and its `expect:` claims vetted, so a bad name or claim fails
+when the file loads, with its line. Relative paths in the file (a trace CSV, a model
+config.json, a GPU YAML, a profile) are taken relative to the scenario file's folder.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from pydantic import ValidationError
 
 from sim.checks.claim_names import check_claim_names
 from sim.checks.expect import ClaimError, validate_claims
+from sim.io.resolve import ResolvedScenario, resolve
 from sim.io.yaml_where import YamlTreeError, check_yaml_tree, keys, yaml_line
+from sim.specs.base import FieldError, field_error
 from sim.specs.limits import LimitError, check_data
 from sim.specs.limits import check_text_size as check_size
 from sim.specs.scenario import Scenario
@@ -100,7 +105,10 @@ def _problems(exc: ValidationError, root: Any) -> list[FieldProblem]:
     for err in exc.errors():
         loc = tuple(err["loc"])
         msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "value_error":
+        found = field_error(err)
+        if found is not None:
+            loc, msg = loc + found.loc, found.message
+        elif err["type"] == "value_error":
             more, msg = _loc_from_message(msg)
             if not (loc and more and more[0] == loc[-1]):  # a field's own check names itself
                 loc = loc + more
@@ -171,8 +179,24 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
 
 
+def _field_problem(root: Any, loc: tuple[Any, ...], message: str) -> FieldProblem:
+    node, followed = _node_at(root, loc)
+    line = int(node.start_mark.line) + 1 if node is not None else None
+    return FieldProblem(line=line, field=_field_name(loc, followed), message=message)
+
+
 def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
-    """Validate scenario YAML text; raises ScenarioError naming line and field."""
+    """Validate and resolve scenario YAML text (its trace is not read); raises ScenarioError
+    naming line and field."""
+    return parse_resolved(text, path, read_trace=False).scenario
+
+
+def parse_resolved(
+    text: str, path: Path | str = "<scenario>", *, read_trace: bool = False
+) -> ResolvedScenario:
+    """Scenario YAML text, validated and resolved; ScenarioError naming line and field. The
+    trace of a trace workload is read when the run starts (`ResolvedScenario.with_trace`),
+    unless `read_trace`."""
     p = Path(path)
     data = _syntax(p, text)
     if not isinstance(data, dict):
@@ -189,20 +213,30 @@ def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
     except ValidationError as exc:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         raise ScenarioError(p, _problems(exc, root)) from None
+    try:
+        resolved = resolve(scenario, read_trace=False)
+    except FieldError as exc:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        raise ScenarioError(p, [_field_problem(root, exc.loc, exc.message)]) from None
     try:  # claims are vetted when the file loads, so `mlasim run` rejects a malformed one too
         validate_claims(scenario.expect)
-        check_claim_names(scenario)  # and the names they read: a typo fails before the run
+        check_claim_names(resolved.scenario)  # and the names they read: a typo fails first
     except ClaimError as exc:
         problems = [
             FieldProblem(yaml_line(text, ["expect", i]), f"expect[{i}]", msg)
             for i, msg in exc.problems
         ]
         raise ScenarioError(p, problems) from None
-    return scenario
+    return resolved.with_trace() if read_trace else resolved
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file."""
+    """Read, validate and resolve a scenario file (its trace is not read)."""
+    return load_resolved(path).scenario
+
+
+def load_resolved(path: str | Path) -> ResolvedScenario:
+    """Read, validate and resolve a scenario file; its trace is read when the run starts."""
     p = Path(path)
     if p.is_dir():
         found = sorted(q.name for q in p.glob("*.yaml"))
@@ -222,4 +256,4 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(p, [FieldProblem(None, "(file)", message)]) from None
     except OSError as exc:
         raise ScenarioError(p, [FieldProblem(None, "(file)", f"cannot read it ({exc})")]) from None
-    return parse_scenario(text, p)
+    return parse_resolved(text, p)

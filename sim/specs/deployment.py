@@ -14,7 +14,13 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, get_args
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from sim.specs.base import Spec
 
@@ -218,6 +224,16 @@ class Deployment(Spec):
         if len(self.mtp_acceptance) == 1:
             return self.mtp_acceptance * self.mtp_draft_tokens
         return self.mtp_acceptance
+
+    @model_serializer(mode="wrap")
+    def _unset_weights_stay_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A deployment that leaves `weight_dtype` out serves the checkpoint's own weights
+        (`sim.io.resolve` spells them out): its dump leaves it out too, so a scenario rebuilt
+        from a dump (a sweep point, a capacity probe, a worker's copy) still serves them."""
+        data = handler(self)
+        if "weight_dtype" not in self.model_fields_set and isinstance(data, dict):
+            data.pop("weight_dtype", None)
+        return data
 
     @model_validator(mode="after")
     def _check_layout(self) -> Deployment:
