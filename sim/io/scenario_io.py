@@ -9,7 +9,6 @@ config.json, a GPU YAML, a profile) are taken relative to the scenario file's fo
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from pydantic import ValidationError
 from sim.checks.claim_names import check_claim_names
 from sim.checks.expect import ClaimError, validate_claims
 from sim.io.resolve import ResolvedScenario, resolve
-from sim.io.yaml_where import YamlTreeError, check_yaml_tree, keys, yaml_line
+from sim.io.yaml_where import YamlTreeError, check_yaml_tree, yaml_line
 from sim.specs.base import FieldError, field_error
 from sim.specs.limits import LimitError, check_data
 from sim.specs.limits import check_text_size as check_size
@@ -64,29 +63,6 @@ def _node_at(root: Any, loc: tuple[Any, ...]) -> tuple[Any, list[str | int]]:
     return node, followed
 
 
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.\w+|\[\d+\])*")
-_DEP_REF = re.compile(r"^deployments\[(\d+)\][^.]*((?:\.(?:prefill|decode))?)(?:\.(\w+))?")
-
-
-def _loc_from_message(message: str) -> tuple[tuple[Any, ...], str]:
-    """Cross-field checks name their field in the message: `deployments[1] (tp).attn_tp=...`
-    (kept whole: it carries the value) or `model: unknown model ...` (the `model: ` prefix is
-    dropped, since the field is printed before the message anyway). Returns (loc, message)."""
-    m = _DEP_REF.match(message)
-    if m:
-        loc: list[Any] = ["deployments", int(m.group(1))]
-        if m.group(2):
-            loc.append(m.group(2).lstrip("."))
-        if m.group(3):
-            loc.append(m.group(3))
-        return tuple(loc), message
-    head, sep, rest = message.partition(": ")
-    if sep and _DOTTED.fullmatch(head):  # `model: ...`, `workload.rate_req_s: ...`
-        return tuple(keys(head)), rest
-    head = message.split(":", 1)[0].split(".", 1)[0].split("=", 1)[0].strip()
-    return ((head,) if head.isidentifier() else ()), message
-
-
 def _field_name(loc: tuple[Any, ...], followed: list[str | int]) -> str:
     """Dotted field path without union tags ('unit', 'poisson': loc parts absent from the
     file that are not the last part)."""
@@ -105,13 +81,9 @@ def _problems(exc: ValidationError, root: Any) -> list[FieldProblem]:
     for err in exc.errors():
         loc = tuple(err["loc"])
         msg = str(err["msg"]).removeprefix("Value error, ")
-        found = field_error(err)
+        found = field_error(err)  # a validator's own error, which knows its field
         if found is not None:
             loc, msg = loc + found.loc, found.message
-        elif err["type"] == "value_error":
-            more, msg = _loc_from_message(msg)
-            if not (loc and more and more[0] == loc[-1]):  # a field's own check names itself
-                loc = loc + more
         node, followed = _node_at(root, loc)
         field = _field_name(loc, followed)
         if err["type"] == "literal_error":
@@ -168,8 +140,7 @@ def _syntax(p: Path, text: str) -> Any:
     except YamlTreeError as exc:
         raise ScenarioError(p, [FieldProblem(exc.line, exc.field, exc.message)]) from None
     except LimitError as exc:
-        field, _, message = str(exc).partition(": ")
-        raise ScenarioError(p, [FieldProblem(None, field, message)]) from None
+        raise ScenarioError(p, [FieldProblem(None, exc.field, exc.message)]) from None
     except RecursionError:  # nesting beyond what the parser recurses through
         message = "nested too deeply to parse; scenario blocks are a few levels deep"
         raise ScenarioError(p, [FieldProblem(None, "(yaml)", message)]) from None
@@ -204,9 +175,8 @@ def parse_resolved(
     try:
         check_data(data)
     except LimitError as exc:
-        field, _, message = str(exc).partition(": ")
-        line = yaml_line(text, keys(field))
-        raise ScenarioError(p, [FieldProblem(line, field, message)]) from None
+        line = yaml_line(text, exc.loc)
+        raise ScenarioError(p, [FieldProblem(line, exc.field, exc.message)]) from None
     data = resolve_paths(data, p.parent)
     try:
         scenario = Scenario.model_validate(data)
@@ -249,8 +219,7 @@ def load_resolved(path: str | Path) -> ResolvedScenario:
         check_size(p.stat().st_size, "(file)")
         text = p.read_text()
     except LimitError as exc:
-        message = str(exc).partition(": ")[2]
-        raise ScenarioError(p, [FieldProblem(None, "(file)", message)]) from None
+        raise ScenarioError(p, [FieldProblem(None, "(file)", exc.message)]) from None
     except UnicodeDecodeError:
         message = "not a UTF-8 text file (a scenario is YAML text)"
         raise ScenarioError(p, [FieldProblem(None, "(file)", message)]) from None

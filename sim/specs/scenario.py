@@ -72,9 +72,10 @@ class RunSpec(Spec):
     def _bounded(self) -> RunSpec:
         # (a benchmark workload ends when its prompts are served: `Scenario` checks the rest)
         if self.duration_s is not None and self.warmup_s >= self.duration_s:
-            raise ValueError(
+            raise FieldError(
+                ("warmup_s",),
                 f"warmup_s ({self.warmup_s}) must be below duration_s ({self.duration_s}); "
-                "shorten the warm-up or lengthen the run"
+                "shorten the warm-up or lengthen the run",
             )
         return self
 
