@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from search_scenarios import tiny
 
 from sim.io.overrides import (
     OverrideError,
@@ -11,6 +10,7 @@ from sim.io.overrides import (
     parse_assignment,
     parse_value,
 )
+from tests.search.search_scenarios import tiny
 
 
 def test_plain_paths_change_only_their_field() -> None:
