@@ -47,6 +47,7 @@ fuzz: $(DEV)
 bench: $(CORE)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_profiles.py
+	$(BIN)/python bench/bench_cli.py
 
 app: $(DEV)
 	$(BIN)/mlasim app

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import components, export, results_view, runner
-from sim.api import Results, load_profile_for, run_notes
+from sim.api import Results, resolve, run_notes
 from sim.specs.scenario import Scenario
 
 
@@ -28,7 +28,8 @@ def run_and_show(scenario: Scenario, key: str, prompt: str) -> runner.RunOutcome
         components.show_error(exc, "The simulation could not run:")
         return None
     st.caption(outcome.summary)
-    for note in run_notes(scenario, outcome.results, load_profile_for(scenario)):
+    resolved = resolve(scenario, read_trace=False)  # the profile and model the notes read
+    for note in run_notes(scenario, outcome.results, resolved.profile, resolved.model):
         st.warning(components.plain(note), icon=":material/info:")
     layouts = {d.name: d.layout for d in scenario.deployments}
     results_view.show(outcome.results, outcome.samples, key=key, layouts=layouts)

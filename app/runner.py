@@ -21,15 +21,21 @@ from typing import Any
 import streamlit as st
 
 from app import workers
-from sim.api import Results
+from sim.api import Results, resolve
 from sim.specs.scenario import Scenario
 
 POLL_S = 0.1
 
 
+def _data(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as JSON data with every default spelled out, each deployment's checkpoint
+    weights included (`resolve` writes them in; the run would use them anyway)."""
+    return resolve(scenario, read_trace=False).scenario.model_dump(mode="json")
+
+
 def canonical_json(scenario: Scenario) -> str:
     """The scenario as JSON with sorted keys and every default spelled out: the cache key."""
-    return json.dumps(scenario.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return json.dumps(_data(scenario), sort_keys=True, separators=(",", ":"))
 
 
 def content_hash(scenario: Scenario) -> str:
@@ -38,7 +44,7 @@ def content_hash(scenario: Scenario) -> str:
 
 def split(scenario: Scenario) -> list[str]:
     """Canonical JSON of one single-deployment scenario per deployment, in order."""
-    data = scenario.model_dump(mode="json")
+    data = _data(scenario)
     return [
         json.dumps(data | {"deployments": [dep]}, sort_keys=True, separators=(",", ":"))
         for dep in data["deployments"]

@@ -22,8 +22,7 @@ from sim.api import (
     load_model,
     model_names,
     request_latencies,
-    simulate_scenario,
-    summarize_scenario,
+    run_scenario,
 )
 from sim.specs.scenario import Scenario
 
@@ -80,8 +79,8 @@ def simulate(scenario_json: str, progress: Any = None) -> dict[str, Any]:
     start_s = time.perf_counter()
     scenario = Scenario.model_validate_json(scenario_json)
     tick = None if progress is None else (lambda name, f: progress.put((name, f)))
-    outputs = simulate_scenario(scenario, progress=tick)
-    results = summarize_scenario(scenario, outputs)
+    outputs: list[SimOutput] = []
+    results = run_scenario(scenario, progress=tick, on_output=outputs.append)
     return {
         "results": results.model_dump(mode="json"),
         "samples": {o.deployment.name: latency_samples(o) for o in outputs},

@@ -3,8 +3,9 @@
 Two modules form the contract. `sim.specs` holds the data: the frozen spec classes a caller
 builds and passes in (`Scenario`, `Deployment`, `PdDeployment`, `ModelSpec`, `GpuSpec`,
 `Profile`, ...), the same ones scenario files validate into. This module holds the functions
-and result types: running a scenario, per-request latencies, memory plans, the cost model and
-MLA formulas, the catalog loaders, scenario files and expectations, sweeps and capacity search.
+and result types: resolving (`resolve`: a scenario's names looked up once) and running a
+scenario, per-request latencies, memory plans, the cost model and MLA formulas, the catalog
+loaders, scenario files and expectations, sweeps and capacity search.
 Everything else under `sim` is internal and may be reorganised without notice; the names here
 are kept stable.
 """
@@ -14,6 +15,11 @@ from __future__ import annotations
 # catalog: bundled models, GPUs and calibration profiles, by name or path
 from sim.catalog import CatalogError, gpu_names, load_gpu, load_model, model_names
 from sim.catalog.profiles import load_profile, parse_profile, profile_names
+
+# scenario files, results files, `expect:` lines and probes
+from sim.checks import expect
+from sim.checks.namespace import ExpectError, build_namespace
+from sim.checks.probes import ProbeError, compute_probes
 
 # cost model: MLA formulas, arithmetic intensity, roofline, memory plan, one step's cost
 from sim.cost import mla
@@ -26,13 +32,15 @@ from sim.cost.serving import ServingCostModel
 
 # running a scenario and its results
 from sim.engine import SimOutput
-
-# scenario files, results files, `expect:` lines and probes
-from sim.io import expect
-from sim.io.namespace import ExpectError, build_namespace
-from sim.io.probes import ProbeError, compute_probes
+from sim.io.resolve import ResolvedScenario, resolve
 from sim.io.results_io import csv_text, results_dict
-from sim.io.scenario_io import ScenarioError, load_scenario, parse_scenario
+from sim.io.scenario_io import (
+    ScenarioError,
+    load_resolved,
+    load_scenario,
+    parse_resolved,
+    parse_scenario,
+)
 from sim.metrics import (
     DeploymentResults,
     Percentiles,
@@ -50,13 +58,14 @@ from sim.plan.report import PNG_NOTE, pareto_figure
 from sim.plan.report import columns as plan_columns
 from sim.plan.report import top_rows as plan_top_rows
 from sim.plan.spec import PlanRequest, PlanSpace
-from sim.run import load_profile_for, run_scenario, simulate_scenario, summarize_scenario
+from sim.run import run_scenario, simulate_scenario, summarize_scenario
 
 # sweeps and capacity search
 from sim.search.backends import ProcessBackend
 from sim.search.capacity import OPEN_LOOP, CapacityError, ProbeFn, capacity_search, search_count
 from sim.search.capacity_report import CapacityReport, CapacityResult, PdPoolsResult
 from sim.search.load import DEFAULT_FACTORS, Curves, load_of, load_points, run_load_sweep
+from sim.specs.base import FieldError
 
 __all__ = [
     "DEFAULT_FACTORS",
@@ -70,6 +79,7 @@ __all__ = [
     "Curves",
     "DeploymentResults",
     "ExpectError",
+    "FieldError",
     "IntensityRow",
     "MemoryPlan",
     "PdPoolsResult",
@@ -82,6 +92,7 @@ __all__ = [
     "ProbeFn",
     "ProcessBackend",
     "RequestLatencies",
+    "ResolvedScenario",
     "Results",
     "ScenarioError",
     "ServingCostModel",
@@ -99,7 +110,7 @@ __all__ = [
     "load_of",
     "load_points",
     "load_profile",
-    "load_profile_for",
+    "load_resolved",
     "load_scenario",
     "make_plan",
     "mla",
@@ -108,6 +119,7 @@ __all__ = [
     "pareto",
     "pareto_figure",
     "parse_profile",
+    "parse_resolved",
     "parse_scenario",
     "plan_columns",
     "plan_memory",
@@ -115,6 +127,7 @@ __all__ = [
     "policy_names",
     "profile_names",
     "request_latencies",
+    "resolve",
     "results_dict",
     "roofline_seconds",
     "run_load_sweep",

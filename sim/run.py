@@ -1,20 +1,23 @@
 """`run_scenario(scenario) -> Results`: the one entry point of CLI, CI checks, the app and sweeps.
 
-For each deployment it builds the cost model (`ServingCostModel(model, gpu, deployment,
-profile)` unless a `cost_factory` is given), simulates it with the scenario's workload and seed,
-checks the invariants and summarises. Deployments run one after another on the same workload
-and seed (the same requests for open loops and traces; `sim.engine.run` says what closed loops
-share).
+It takes a `ResolvedScenario` (`sim.io.resolve`: the scenario with its model, GPU, profiles and
+trace looked up once) or a `Scenario`, which it resolves first. For each deployment it builds
+the cost model (`ServingCostModel(model, gpu, deployment, profile)` unless a `cost_factory` is
+given), simulates it with the scenario's workload and seed, checks the invariants and
+summarises. Deployments run one after another on the same workload and seed (the same requests
+for open loops and traces; `sim.engine.run` says what closed loops share). Two hooks serve the
+front ends: `progress` (deployment name, fraction done) and `on_output`, which receives each
+deployment's raw engine output (for traces, request exports and the app's latency samples).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from sim.catalog import load_gpu, load_model
 from sim.cost.batch import ServingCost
 from sim.engine import SimOutput, simulate
-from sim.engine.arrivals import Batch, WorkloadRefused
+from sim.engine.arrivals import WorkloadRefused
+from sim.io.resolve import ResolvedScenario, resolve
 from sim.metrics import Results, summarize
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.gpu import GpuSpec
@@ -25,47 +28,36 @@ from sim.specs.workload import TraceWorkload, length_bounds, longest_length
 
 CostFactory = Callable[[ModelSpec, GpuSpec, Deployment, Profile | None], ServingCost]
 ProgressFn = Callable[[str, float], None]  # (deployment name, fraction of the run done)
+OutputFn = Callable[[SimOutput], None]  # receives each deployment's engine output, in order
 
 
 def default_cost_factory(
-    model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile: Profile | None
+    model: ModelSpec,
+    gpu: GpuSpec,
+    deployment: Deployment,
+    profile: Profile | None,
+    profile_gpu: GpuSpec | None = None,
 ) -> ServingCost:
-    """`ServingCostModel`; a profile measured on another GPU lends its efficiencies to `gpu`'s
-    roofline (every table estimate is then marked extrapolated)."""
+    """`ServingCostModel`; a profile measured on another GPU (`profile_gpu`) lends its
+    efficiencies to `gpu`'s roofline (every table estimate is then marked extrapolated)."""
     from sim.cost.serving import ServingCostModel  # the cost model is only needed to run
 
-    measured_on = None
-    if profile is not None and profile.device.gpu and profile.device.gpu != gpu.name:
-        measured_on = load_gpu(profile.device.gpu)
-    return ServingCostModel(model, gpu, deployment, profile, profile_gpu=measured_on)
+    return ServingCostModel(model, gpu, deployment, profile, profile_gpu=profile_gpu)
 
 
-def load_profile_for(scenario: Scenario) -> Profile | None:
-    """The scenario's profile (`sim.catalog.profiles.scenario_profile_name`: omitted means the
-    GPU's `<gpu>-roofline`); None for the bare datasheet roofline (efficiency 1, no launch cost),
-    whose ops are labelled "roofline"."""
-    from sim.catalog.profiles import load_profile, scenario_profile_name
-
-    name = scenario_profile_name(scenario.profile, load_gpu(scenario.gpu).name)
-    return None if name is None else load_profile(name)
+def _resolved(scenario: Scenario | ResolvedScenario) -> ResolvedScenario:
+    """The scenario resolved, with its trace read (each only once)."""
+    if isinstance(scenario, ResolvedScenario):
+        return scenario.with_trace()
+    return resolve(scenario)
 
 
-def _engine_profile(scenario: Scenario, pool: Deployment) -> Profile | None:
-    """A pool's own profile: its engine's production-kernel profile when the scenario names no
-    profile and one is bundled for this GPU (None: the scenario's profile prices it)."""
-    from sim.catalog.profiles import load_profile, scenario_profile_name
-
-    if scenario.profile is not None or pool.engine is None:
-        return None
-    name = scenario_profile_name(None, load_gpu(scenario.gpu).name, pool.engine)
-    return load_profile(name) if name and name.endswith(pool.engine) else None
-
-
-def check_context(scenario: Scenario, trace: Batch | None) -> None:
+def check_context(resolved: ResolvedScenario) -> None:
     """ValueError when the workload's longest request (prompt + answer, where the lengths are
     bounded; else its shortest) exceeds the model's context, which a serving engine would
     refuse."""
-    w, limit = scenario.workload, load_model(scenario.model).max_position_tokens
+    scenario, trace = resolved.scenario, resolved.trace
+    w, limit = scenario.workload, resolved.model.max_position_tokens
     if trace is not None:
         longest, where = int((trace.input_tokens + trace.output_tokens).max()), "the trace"
     elif isinstance(w, TraceWorkload):
@@ -89,14 +81,6 @@ def check_context(scenario: Scenario, trace: Batch | None) -> None:
         )
 
 
-def load_trace(scenario: Scenario) -> Batch | None:
-    if not isinstance(scenario.workload, TraceWorkload):
-        return None
-    from sim.io.workload_csv import read_trace
-
-    return read_trace(scenario.workload.path)
-
-
 def _pools(dep: Deployment | PdDeployment) -> list[tuple[str, Deployment]]:
     """(label in messages, pool spec) for each pool: `pd.prefill`, `pd.decode` or the unit."""
     if isinstance(dep, PdDeployment):
@@ -114,38 +98,43 @@ def _named(label: str, pool: Deployment, exc: ValueError) -> ValueError:
 
 
 def build_costs(
-    scenario: Scenario,
+    scenario: Scenario | ResolvedScenario,
     dep: Deployment | PdDeployment,
     *,
-    cost_factory: CostFactory = default_cost_factory,
+    cost_factory: CostFactory | None = None,
     profile: Profile | None = None,
 ) -> list[tuple[Deployment, ServingCost]]:
-    """The cost model of each pool of `dep`; ValueError naming the deployment (and pool) when
-    one cannot be built (it does not fit its GPUs, ...)."""
-    model, gpu = load_model(scenario.model), load_gpu(scenario.gpu)
+    """The cost model of each pool of `dep`, priced with the pool's engine profile or else
+    `profile` (default: the scenario's); ValueError naming the deployment (and pool) when one
+    cannot be built (it does not fit its GPUs, ...)."""
+    r = _resolved(scenario)
     out = []
     for label, pool in _pools(dep):
         try:
-            own = _engine_profile(scenario, pool) or profile
-            out.append((pool, cost_factory(model, gpu, pool, own)))
+            engine = r.engine_profiles.get(pool.engine) if pool.engine else None
+            own = engine if r.scenario.profile is None and engine else profile or r.profile
+            if cost_factory is None:
+                cost = default_cost_factory(r.model, r.gpu, pool, own, r.measured_on(own))
+            else:
+                cost = cost_factory(r.model, r.gpu, pool, own)
+            out.append((pool, cost))
         except ValueError as exc:
             raise _named(label, pool, exc) from exc
     return out
 
 
 def simulate_deployment(
-    scenario: Scenario,
+    scenario: Scenario | ResolvedScenario,
     dep: Deployment | PdDeployment,
     *,
-    cost_factory: CostFactory = default_cost_factory,
-    profile: Profile | None = None,
-    trace: Batch | None = None,
+    cost_factory: CostFactory | None = None,
     progress: ProgressFn | None = None,
     costs: list[tuple[Deployment, ServingCost]] | None = None,
 ) -> SimOutput:
     """Simulate one of the scenario's deployments (raw engine output, before summarising);
     `costs` from `build_costs`, else built here."""
-    built = costs or build_costs(scenario, dep, cost_factory=cost_factory, profile=profile)
+    r = _resolved(scenario)
+    built = costs or build_costs(r, dep, cost_factory=cost_factory)
 
     def cost_for(d: Deployment) -> ServingCost:
         for pool, cost in built:
@@ -153,11 +142,11 @@ def simulate_deployment(
                 return cost
         raise RuntimeError(f"no cost model was built for pool {d.name!r} of {dep.name!r}")
 
-    gpu = load_gpu(scenario.gpu)
+    sc, trace = r.scenario, r.trace
     tick = (lambda f: progress(dep.name, f)) if progress is not None else None
     try:
         return simulate(
-            dep, cost_for, scenario.workload, scenario.run, trace=trace, nic_gb_s=gpu.nic_gb_s,
+            dep, cost_for, sc.workload, sc.run, trace=trace, nic_gb_s=r.gpu.nic_gb_s,
             progress=tick,
         )  # fmt: skip
     except WorkloadRefused as exc:
@@ -166,32 +155,30 @@ def simulate_deployment(
 
 
 def simulate_scenario(
-    scenario: Scenario,
+    scenario: Scenario | ResolvedScenario,
     *,
     progress: ProgressFn | None = None,
     cost_factory: CostFactory | None = None,
 ) -> list[SimOutput]:
-    """Raw engine output of every deployment (for traces); `run_scenario` summarises it.
+    """Raw engine output of every deployment; `run_scenario` summarises it.
 
     Every deployment's cost model is built before the first simulation starts, so one that
     does not fit its GPUs fails at once, not after the others have run.
     """
-    profile = load_profile_for(scenario)
-    trace = load_trace(scenario)
-    check_context(scenario, trace)
-    factory = cost_factory or default_cost_factory
-    costs = [
-        build_costs(scenario, dep, cost_factory=factory, profile=profile)
-        for dep in scenario.deployments
-    ]
+    r = _resolved(scenario)
+    check_context(r)
+    deployments = r.scenario.deployments
+    costs = [build_costs(r, dep, cost_factory=cost_factory) for dep in deployments]
     return [
-        simulate_deployment(scenario, dep, trace=trace, progress=progress, costs=c)
-        for dep, c in zip(scenario.deployments, costs, strict=True)
+        simulate_deployment(r, dep, progress=progress, costs=c)
+        for dep, c in zip(deployments, costs, strict=True)
     ]
 
 
-def summarize_scenario(scenario: Scenario, outputs: list[SimOutput]) -> Results:
+def summarize_scenario(scenario: Scenario | ResolvedScenario, outputs: list[SimOutput]) -> Results:
     """`Results` of a scenario from its deployments' engine outputs."""
+    if isinstance(scenario, ResolvedScenario):
+        scenario = scenario.scenario
     return Results(
         scenario=scenario.name,
         description=scenario.description,
@@ -207,17 +194,23 @@ def summarize_scenario(scenario: Scenario, outputs: list[SimOutput]) -> Results:
 
 
 def run_scenario(
-    scenario: Scenario,
+    scenario: Scenario | ResolvedScenario,
     *,
     progress: ProgressFn | None = None,
     cost_factory: CostFactory | None = None,
+    on_output: OutputFn | None = None,
 ) -> Results:
     """Simulate every deployment of `scenario` and summarise; deterministic for a given seed.
 
-    Deployments run one after another on the same requests. Raises ValueError naming the
-    deployment when one does not fit its GPUs (before any simulation starts), `TraceError` for
-    a bad trace, and `sim.engine.InvariantError` if a run ends in an inconsistent state. Names
-    (model, GPU, profile, router, MLA policy) were checked when the `Scenario` was validated.
+    Deployments run one after another on the same requests; `on_output` receives each one's
+    engine output. Raises FieldError for a name the catalog does not know or a deployment the
+    model cannot run (a `Scenario` is resolved first), ValueError naming the deployment when
+    one does not fit its GPUs (before any simulation starts), `TraceError` for a bad trace, and
+    `sim.engine.InvariantError` if a run ends in an inconsistent state.
     """
-    outputs = simulate_scenario(scenario, progress=progress, cost_factory=cost_factory)
-    return summarize_scenario(scenario, outputs)
+    r = _resolved(scenario)
+    outputs = simulate_scenario(r, progress=progress, cost_factory=cost_factory)
+    if on_output is not None:
+        for out in outputs:
+            on_output(out)
+    return summarize_scenario(r, outputs)

@@ -25,7 +25,7 @@ from app import (
     runner,
     sweep,
 )
-from sim.api import Curves, load_gpu, load_model, parse_scenario, profile_names
+from sim.api import Curves, FieldError, parse_scenario, profile_names, resolve
 from sim.specs.scenario import Scenario
 from sim.specs.workload import ClosedWorkload
 
@@ -216,8 +216,13 @@ def render() -> None:
     scenario = components.validated(Scenario, raw, "The scenario")
     if not isinstance(scenario, Scenario):
         return
+    try:  # its names, and the deployments against the model, as a file's are checked on load
+        resolved = resolve(scenario, read_trace=False)
+    except FieldError as exc:
+        components.show_error(exc, "The scenario is invalid:")
+        return
+    scenario, model, gpu = resolved.scenario, resolved.model, resolved.gpu
     st.subheader("Per-GPU memory")
-    model, gpu = load_model(setup["model"]), load_gpu(setup["gpu"])
     memory_view.render_memory(model, gpu, valid)
     if setup["model"].endswith(".json"):
         st.caption(f"The YAML names the uploaded config by path ({setup['model']}); keep a copy "

@@ -13,7 +13,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from sim.specs.base import error_lines
@@ -42,6 +41,19 @@ def model_names() -> list[str]:
 
 def gpu_names() -> list[str]:
     return _names("gpus", ".yaml")
+
+
+class _SyntaxError(Exception):
+    """A YAML file's syntax error, with the parser's message."""
+
+
+def _safe_yaml(text: str) -> Any:
+    import yaml  # imported here: only GPU files are YAML, and `mlasim models` reads none
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _SyntaxError(str(exc)) from None
 
 
 MAX_NAME_CHARS = 1024  # a catalog name or a path (file systems allow 255 per name, 4096 whole)
@@ -103,7 +115,7 @@ def load_model(name_or_path: str) -> ModelSpec:
 def load_gpu(name_or_path: str) -> GpuSpec:
     """A catalog GPU by name ('h200') or a YAML file with GpuSpec's fields."""
     path = _resolve(name_or_path, "gpus", ".yaml", gpu_names())
-    data = _read(path, yaml.safe_load, "YAML")
+    data = _read(path, _safe_yaml, "YAML")
     try:
         return GpuSpec.model_validate(data)
     except ValidationError as exc:
@@ -124,7 +136,7 @@ def _read(path: Path, parse: Callable[[str], Any], what: str) -> Any:
         raise CatalogError(f"{path}: cannot read it as a {what} text file ({exc})") from None
     try:
         data = parse(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+    except (json.JSONDecodeError, _SyntaxError) as exc:
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         raise CatalogError(f"{path}: not valid {what} ({first})") from None
     except (RecursionError, ValueError) as exc:  # nesting too deep; a number beyond int limits

@@ -1,1 +1,2 @@
-"""Edges of the simulator: scenario files, results files, traces and `expect:` checks."""
+"""Edges of the simulator: scenario files and their `--set` overrides, results files, request
+exports, traces and trace CSVs."""

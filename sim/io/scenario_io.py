@@ -1,12 +1,14 @@
-"""Scenario YAML -> `Scenario`, with errors that name the file, the line and the field.
+"""Scenario YAML -> `ResolvedScenario` (or its `Scenario`), with errors that name the file, the
+line and the field.
 
-Relative paths in the file (a trace CSV, a model config.json, a GPU YAML, a profile) are taken
-relative to the scenario file's folder.
+A file is validated (its shape), resolved (`sim.io.resolve`: model, GPU and profile names, the
+deployments against the model) and its `expect:` claims vetted, so a bad name or claim fails
+when the file loads, with its line. Relative paths in the file (a trace CSV, a model
+config.json, a GPU YAML, a profile) are taken relative to the scenario file's folder.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from sim.io.claim_names import check_claim_names
-from sim.io.expect import ClaimError, validate_claims
-from sim.io.yaml_where import YamlTreeError, check_yaml_tree, keys, yaml_line
+from sim.checks.claim_names import check_claim_names
+from sim.checks.expect import ClaimError, validate_claims
+from sim.io.resolve import ResolvedScenario, resolve
+from sim.io.yaml_where import YamlTreeError, check_yaml_tree, yaml_line
+from sim.specs.base import FieldError, field_error
 from sim.specs.limits import LimitError, check_data, check_flow_depth
 from sim.specs.limits import check_text_size as check_size
 from sim.specs.scenario import Scenario
@@ -59,29 +63,6 @@ def _node_at(root: Any, loc: tuple[Any, ...]) -> tuple[Any, list[str | int]]:
     return node, followed
 
 
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.\w+|\[\d+\])*")
-_DEP_REF = re.compile(r"^deployments\[(\d+)\][^.]*((?:\.(?:prefill|decode))?)(?:\.(\w+))?")
-
-
-def _loc_from_message(message: str) -> tuple[tuple[Any, ...], str]:
-    """Cross-field checks name their field in the message: `deployments[1] (tp).attn_tp=...`
-    (kept whole: it carries the value) or `model: unknown model ...` (the `model: ` prefix is
-    dropped, since the field is printed before the message anyway). Returns (loc, message)."""
-    m = _DEP_REF.match(message)
-    if m:
-        loc: list[Any] = ["deployments", int(m.group(1))]
-        if m.group(2):
-            loc.append(m.group(2).lstrip("."))
-        if m.group(3):
-            loc.append(m.group(3))
-        return tuple(loc), message
-    head, sep, rest = message.partition(": ")
-    if sep and _DOTTED.fullmatch(head):  # `model: ...`, `workload.rate_req_s: ...`
-        return tuple(keys(head)), rest
-    head = message.split(":", 1)[0].split(".", 1)[0].split("=", 1)[0].strip()
-    return ((head,) if head.isidentifier() else ()), message
-
-
 def _field_name(loc: tuple[Any, ...], followed: list[str | int]) -> str:
     """Dotted field path without union tags ('unit', 'poisson': loc parts absent from the
     file that are not the last part)."""
@@ -100,10 +81,9 @@ def _problems(exc: ValidationError, root: Any) -> list[FieldProblem]:
     for err in exc.errors():
         loc = tuple(err["loc"])
         msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "value_error":
-            more, msg = _loc_from_message(msg)
-            if not (loc and more and more[0] == loc[-1]):  # a field's own check names itself
-                loc = loc + more
+        found = field_error(err)  # a validator's own error, which knows its field
+        if found is not None:
+            loc, msg = loc + found.loc, found.message
         node, followed = _node_at(root, loc)
         field = _field_name(loc, followed)
         if err["type"] == "literal_error":
@@ -161,8 +141,7 @@ def _syntax(p: Path, text: str) -> Any:
     except YamlTreeError as exc:
         raise ScenarioError(p, [FieldProblem(exc.line, exc.field, exc.message)]) from None
     except LimitError as exc:
-        field, _, message = str(exc).partition(": ")
-        raise ScenarioError(p, [FieldProblem(None, field, message)]) from None
+        raise ScenarioError(p, [FieldProblem(None, exc.field, exc.message)]) from None
     except RecursionError:  # nesting beyond what the parser recurses through
         message = "nested too deeply to parse; scenario blocks are a few levels deep"
         raise ScenarioError(p, [FieldProblem(None, "(yaml)", message)]) from None
@@ -172,8 +151,24 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
 
 
+def _field_problem(root: Any, loc: tuple[Any, ...], message: str) -> FieldProblem:
+    node, followed = _node_at(root, loc)
+    line = int(node.start_mark.line) + 1 if node is not None else None
+    return FieldProblem(line=line, field=_field_name(loc, followed), message=message)
+
+
 def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
-    """Validate scenario YAML text; raises ScenarioError naming line and field."""
+    """Validate and resolve scenario YAML text (its trace is not read); raises ScenarioError
+    naming line and field."""
+    return parse_resolved(text, path, read_trace=False).scenario
+
+
+def parse_resolved(
+    text: str, path: Path | str = "<scenario>", *, read_trace: bool = False
+) -> ResolvedScenario:
+    """Scenario YAML text, validated and resolved; ScenarioError naming line and field. The
+    trace of a trace workload is read when the run starts (`ResolvedScenario.with_trace`),
+    unless `read_trace`."""
     p = Path(path)
     data = _syntax(p, text)
     if not isinstance(data, dict):
@@ -181,29 +176,38 @@ def parse_scenario(text: str, path: Path | str = "<scenario>") -> Scenario:
     try:
         check_data(data)
     except LimitError as exc:
-        field, _, message = str(exc).partition(": ")
-        line = yaml_line(text, keys(field))
-        raise ScenarioError(p, [FieldProblem(line, field, message)]) from None
+        line = yaml_line(text, exc.loc)
+        raise ScenarioError(p, [FieldProblem(line, exc.field, exc.message)]) from None
     data = resolve_paths(data, p.parent)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         raise ScenarioError(p, _problems(exc, root)) from None
+    try:
+        resolved = resolve(scenario, read_trace=False)
+    except FieldError as exc:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        raise ScenarioError(p, [_field_problem(root, exc.loc, exc.message)]) from None
     try:  # claims are vetted when the file loads, so `mlasim run` rejects a malformed one too
         validate_claims(scenario.expect)
-        check_claim_names(scenario)  # and the names they read: a typo fails before the run
+        check_claim_names(resolved.scenario)  # and the names they read: a typo fails first
     except ClaimError as exc:
         problems = [
             FieldProblem(yaml_line(text, ["expect", i]), f"expect[{i}]", msg)
             for i, msg in exc.problems
         ]
         raise ScenarioError(p, problems) from None
-    return scenario
+    return resolved.with_trace() if read_trace else resolved
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file."""
+    """Read, validate and resolve a scenario file (its trace is not read)."""
+    return load_resolved(path).scenario
+
+
+def load_resolved(path: str | Path) -> ResolvedScenario:
+    """Read, validate and resolve a scenario file; its trace is read when the run starts."""
     p = Path(path)
     if p.is_dir():
         found = sorted(q.name for q in p.glob("*.yaml"))
@@ -216,11 +220,10 @@ def load_scenario(path: str | Path) -> Scenario:
         check_size(p.stat().st_size, "(file)")
         text = p.read_text()
     except LimitError as exc:
-        message = str(exc).partition(": ")[2]
-        raise ScenarioError(p, [FieldProblem(None, "(file)", message)]) from None
+        raise ScenarioError(p, [FieldProblem(None, "(file)", exc.message)]) from None
     except UnicodeDecodeError:
         message = "not a UTF-8 text file (a scenario is YAML text)"
         raise ScenarioError(p, [FieldProblem(None, "(file)", message)]) from None
     except OSError as exc:
         raise ScenarioError(p, [FieldProblem(None, "(file)", f"cannot read it ({exc})")]) from None
-    return parse_scenario(text, p)
+    return parse_resolved(text, p)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from sim.catalog import load_model
 from sim.engine.arrivals import share_longer_than
 from sim.metrics.results import Results, few_finished
+from sim.specs.model import ModelSpec
 from sim.specs.profile import Profile
 from sim.specs.scenario import Scenario
 from sim.specs.workload import ClosedWorkload, FixedLength, TraceWorkload
@@ -161,12 +162,16 @@ def cpu_profile_note(profile: Profile | None) -> str | None:
     )
 
 
-def run_notes(sc: Scenario, results: Results, profile: Profile | None) -> list[str]:
-    """Every note that applies to a run, most important first."""
+def run_notes(
+    sc: Scenario, results: Results, profile: Profile | None, model: ModelSpec | None = None
+) -> list[str]:
+    """Every note that applies to a run, most important first; `model` is the scenario's,
+    resolved (`sim.io.resolve`), else looked up here."""
+    model = model or load_model(sc.model)
     open_loop = not isinstance(sc.workload, ClosedWorkload)
     notes = (
         cpu_profile_note(profile),
-        context_note(sc, load_model(sc.model).max_position_tokens),
+        context_note(sc, model.max_position_tokens),
         empty_note(results),
         rejected_note(results),
         overload_note(results, open_loop),

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sim.search.overrides import OverrideError, apply_overrides, parse_value, split_assignment
+from sim.io.overrides import OverrideError, apply_overrides, parse_value, split_assignment
 from sim.specs.scenario import Scenario
 
 MAX_POINTS = 1000

@@ -14,9 +14,15 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, get_args
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
-from sim.specs.base import Spec
+from sim.specs.base import FieldError, Spec
 
 DType = Literal["bf16", "fp8"]
 WeightDType = Literal["bf16", "fp8", "fp4"]
@@ -219,37 +225,53 @@ class Deployment(Spec):
             return self.mtp_acceptance * self.mtp_draft_tokens
         return self.mtp_acceptance
 
+    @model_serializer(mode="wrap")
+    def _unset_weights_stay_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A deployment that leaves `weight_dtype` out serves the checkpoint's own weights
+        (`sim.io.resolve` spells them out): its dump leaves it out too, so a scenario rebuilt
+        from a dump (a sweep point, a capacity probe, a worker's copy) still serves them."""
+        data = handler(self)
+        if "weight_dtype" not in self.model_fields_set and isinstance(data, dict):
+            data.pop("weight_dtype", None)
+        return data
+
     @model_validator(mode="after")
     def _check_layout(self) -> Deployment:
         g = self.gpus
         unit = f"{self.nodes} node{'s' * (self.nodes > 1)} of {self.gpus_per_node}"
         if g % self.attn_tp:
-            raise ValueError(
+            raise FieldError(
+                ("attn_tp",),
                 f"attn_tp={self.attn_tp} must divide the unit's {g} GPUs ({unit}); "
-                f"pick a divisor of {g}"
+                f"pick a divisor of {g}",
             )
         if self.attn_tp > self.gpus_per_node:
-            raise ValueError(
+            raise FieldError(
+                ("attn_tp",),
                 f"attn_tp={self.attn_tp} spans more than one node ({self.gpus_per_node} GPUs): "
-                "keep attention TP inside a node"
+                "keep attention TP inside a node",
             )
         if g % self.moe_tp:
-            raise ValueError(
+            raise FieldError(
+                ("moe_tp",),
                 f"moe_tp={self.moe_tp} must divide the unit's {g} GPUs ({unit}); pick one of "
-                f"{_divisors(g)}"
+                f"{_divisors(g)}",
             )
         if self.ep * self.moe_tp != g:
-            raise ValueError(
+            raise FieldError(
+                ("moe_ep",),
                 f"moe_ep x moe_tp = {self.ep} x {self.moe_tp} = {self.ep * self.moe_tp} must equal "
-                f"the unit's {g} GPUs; set moe_ep={g // self.moe_tp} or leave it out"
+                f"the unit's {g} GPUs; set moe_ep={g // self.moe_tp} or leave it out",
             )
         if self.mtp_draft_tokens and len(self.mtp_acceptance) not in (1, self.mtp_draft_tokens):
-            raise ValueError(
+            raise FieldError(
+                ("mtp_acceptance",),
                 f"mtp_acceptance has {len(self.mtp_acceptance)} values for "
-                f"mtp_draft_tokens={self.mtp_draft_tokens}: give one value or one per draft token"
+                f"mtp_draft_tokens={self.mtp_draft_tokens}: give one value or one per draft token",
             )
         if any(not 0.0 <= p <= 1.0 for p in self.mtp_acceptance):
-            raise ValueError("mtp_acceptance values are probabilities: each must be in [0, 1]")
+            message = "mtp_acceptance values are probabilities: each must be in [0, 1]"
+            raise FieldError(("mtp_acceptance",), message)
         return self
 
 
@@ -284,10 +306,10 @@ class PdDeployment(Spec):
             d = out.get(pool)
             role = d.get("role") if isinstance(d, dict) else getattr(d, "role", None)
             if role not in (None, "colocated", pool):
-                raise ValueError(
-                    f"{pool}.role={role!r}: the {pool} pool of a PD pair always has role "
-                    f"{pool!r}; remove the role key"
+                message = (
+                    f"the {pool} pool of a PD pair always has role {pool!r}; remove the role key"
                 )
+                raise FieldError((pool,), f"{pool}.role={role!r}: {message}")
             if isinstance(d, dict):
                 out[pool] = {**d, "role": pool}
             elif isinstance(d, Deployment):

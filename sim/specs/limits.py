@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from sim.specs.base import FieldError
 
 ENV = "MLASIM_LIMITS"
 
@@ -62,33 +64,48 @@ BIG = Limits(
 SETS = {"default": DEFAULT, "big": BIG}
 
 
-class LimitError(ValueError):
-    """An input over a size bound; the message names the field, the figure and the limit."""
+class LimitError(FieldError):
+    """An input over a size bound: `field` names it as a reader writes it (`workload.input`,
+    `deployments[0] (tp8).replicas`, `(file)`), `loc` is its path in the data (empty for the
+    file or the environment), and `message` gives the figure, the limit and the fix."""
+
+    def __init__(self, field: str, message: str, loc: Sequence[str | int] = ()) -> None:
+        super().__init__(loc, message, f"{field}: {message}")
+        self.field = field
 
 
 def current_limits() -> Limits:
     """The set named by $MLASIM_LIMITS (default: `default`); an unknown name is an error."""
     name = os.environ.get(ENV, "default").strip() or "default"
     if name not in SETS:
-        raise LimitError(f"${ENV}={name!r}: known limit sets are {', '.join(SETS)}")
+        raise LimitError(f"${ENV}={name!r}", f"known limit sets are {', '.join(SETS)}")
     return SETS[name]
 
 
-def over_limit(field: str, figure: str, limit: str, fix: str) -> LimitError:
+def over_limit(
+    field: str, figure: str, limit: str, fix: str, loc: Sequence[str | int] = ()
+) -> LimitError:
     how = f"{fix}, or set {ENV}=big (mlasim --limits big) on a machine with the memory"
-    return LimitError(f"{field}: {figure}, over the limit of {limit}; {how}")
+    return LimitError(field, f"{figure}, over the limit of {limit}; {how}", loc)
 
 
-def _walk(data: Any, where: str = "") -> Iterator[tuple[str, Any, int]]:
-    """(path, value, depth) of every leaf and container, iteratively (no recursion limit)."""
-    stack: list[tuple[str, Any, int]] = [(where, data, 0)]
+Loc = tuple[str | int, ...]
+
+
+def _walk(data: Any, where: str = "") -> Iterator[tuple[str, Loc, Any, int]]:
+    """(path, loc, value, depth) of every leaf and container, iteratively (no recursion
+    limit); `path` as a reader writes it, `loc` as keys and indices."""
+    stack: list[tuple[str, Loc, Any, int]] = [(where, (), data, 0)]
     while stack:
-        path, value, depth = stack.pop()
-        yield path, value, depth
+        path, loc, value, depth = stack.pop()
+        yield path, loc, value, depth
         if isinstance(value, dict):
-            stack += [(f"{path}.{k}" if path else str(k), v, depth + 1) for k, v in value.items()]
+            stack += [
+                (f"{path}.{k}" if path else str(k), (*loc, k), v, depth + 1)
+                for k, v in value.items()
+            ]
         elif isinstance(value, list | tuple):
-            stack += [(f"{path}[{i}]", v, depth + 1) for i, v in enumerate(value)]
+            stack += [(f"{path}[{i}]", (*loc, i), v, depth + 1) for i, v in enumerate(value)]
 
 
 # fields where +inf is a documented value: a benchmark client's "send every prompt at once"
@@ -99,17 +116,21 @@ def check_data(data: Any, what: str = "", limits: Limits | None = None) -> None:
     """Shape bounds of parsed data (YAML or JSON): nesting depth, string lengths, finite numbers,
     integers inside `max_int`. LimitError naming the first field over a bound."""
     lim = limits or current_limits()
-    for path, value, depth in _walk(data):
+    for path, loc, value, depth in _walk(data):
         field = f"{what}{path}" if what and path else (path or what or "(file)")
         if depth > lim.max_depth:
             raise LimitError(
-                f"{field}: nested {depth} levels deep, over the limit of {lim.max_depth}; "
-                "flatten it (scenario blocks are at most a few levels deep)"
+                field,
+                f"nested {depth} levels deep, over the limit of {lim.max_depth}; "
+                "flatten it (scenario blocks are at most a few levels deep)",
+                loc,
             )
         if isinstance(value, str) and len(value) > lim.max_string_chars:
             raise LimitError(
-                f"{field}: a string of {len(value):,} characters, over the limit of "
-                f"{lim.max_string_chars:,}; shorten it"
+                field,
+                f"a string of {len(value):,} characters, over the limit of "
+                f"{lim.max_string_chars:,}; shorten it",
+                loc,
             )
         if isinstance(value, bool):
             continue
@@ -117,16 +138,20 @@ def check_data(data: Any, what: str = "", limits: Limits | None = None) -> None:
             if value == math.inf and path in INFINITE_OK:
                 continue
             raise LimitError(
-                f"{field}: {value} is not a finite number; give a finite value (a very large "
-                "target such as 1e6 stands for 'no limit')"
+                field,
+                f"{value} is not a finite number; give a finite value (a very large "
+                "target such as 1e6 stands for 'no limit')",
+                loc,
             )
         if isinstance(value, int) and abs(value) > lim.max_int:
             raise LimitError(
-                f"{field}: {value:.3e} is beyond the largest integer an input may hold "
-                f"({lim.max_int:.3e}); give a realistic value"
+                field,
+                f"{value:.3e} is beyond the largest integer an input may hold "
+                f"({lim.max_int:.3e}); give a realistic value",
+                loc,
             )
         if isinstance(value, dict) and any(not isinstance(k, str | int) for k in value):
-            raise LimitError(f"{field}: mapping keys must be names (strings)")
+            raise LimitError(field, "mapping keys must be names (strings)", loc)
 
 
 def check_flow_depth(text: str, limits: Limits | None = None) -> None:

@@ -5,12 +5,11 @@
 Deployment names are used in `expect:` expressions (`dp_ep.output_tok_s_per_gpu`), so they must
 be unique Python identifiers.
 
-Catalog lookup: validating a `Scenario` resolves `model`, `gpu` and `profile` through
-`sim.catalog` (bundled names or file paths; each file is read once per process) and checks the
-deployments against the model (`check_against_model`). This is the one place specs read files.
-It stays in the validator so that every way of building a scenario (a YAML file, `--set`, the
-app's forms, a sweep point, a worker process) is checked the same way before anything runs;
-`sim.io.scenario_io` adds the file and line to these errors.
+Validating a `Scenario` checks its shape only: `model`, `gpu` and `profile` are names or paths,
+looked up by `sim.io.resolve.resolve`, which also checks the deployments against the model
+(`check_against_model`) and gives every deployment that leaves `weight_dtype` out the
+checkpoint's own (`with_weights`). Its errors, like the ones here, carry their field
+(`FieldError.loc`), which `sim.io.scenario_io` turns into the file's line.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from sim.specs.base import Spec
+from sim.specs.base import FieldError, Spec
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.model import ModelSpec
 from sim.specs.scenario_limits import check_scenario_limits
@@ -73,9 +72,10 @@ class RunSpec(Spec):
     def _bounded(self) -> RunSpec:
         # (a benchmark workload ends when its prompts are served: `Scenario` checks the rest)
         if self.duration_s is not None and self.warmup_s >= self.duration_s:
-            raise ValueError(
+            raise FieldError(
+                ("warmup_s",),
                 f"warmup_s ({self.warmup_s}) must be below duration_s ({self.duration_s}); "
-                "shorten the warm-up or lengthen the run"
+                "shorten the warm-up or lengthen the run",
             )
         return self
 
@@ -87,53 +87,64 @@ def _pools(dep: Deployment | PdDeployment) -> list[tuple[str, Deployment]]:
 
 
 def check_against_model(deployments: list[Deployment | PdDeployment], model: ModelSpec) -> None:
-    """Raise ValueError naming the deployment field that this model cannot run."""
+    """Raise FieldError (at `deployments[i]`, its pool and field) naming the deployment field
+    that this model cannot run."""
     for i, dep in enumerate(deployments):
         for pool, d in _pools(dep):
             where = f"deployments[{i}] ({dep.name})" + (f".{pool}" if pool else "")
-            check_deployment(model, d, where)
+            loc: tuple[str | int, ...] = ("deployments", i, *((pool,) if pool else ()))
+            check_deployment(model, d, where, loc)
             if d.mtp_draft_tokens and not d.mtp_acceptance:  # a run samples it; memory does not
-                raise ValueError(
+                raise FieldError(
+                    (*loc, "mtp_draft_tokens"),
                     f"{where}.mtp_draft_tokens={d.mtp_draft_tokens} needs mtp_acceptance "
-                    "(per-position acceptance probabilities, e.g. [0.85])"
+                    "(per-position acceptance probabilities, e.g. [0.85])",
                 )
 
 
-def check_deployment(model: ModelSpec, d: Deployment, where: str = "") -> None:
-    """Raise ValueError naming the field of `d` (prefixed by `where`) this model cannot run."""
+def check_deployment(
+    model: ModelSpec, d: Deployment, where: str = "", loc: tuple[str | int, ...] = ()
+) -> None:
+    """Raise FieldError naming the field of `d` (prefixed by `where` in the text, by `loc` in
+    the error's location) this model cannot run."""
     at = f"{where}." if where else ""
     if model.num_heads % d.attn_tp:
-        raise ValueError(
+        raise FieldError(
+            (*loc, "attn_tp"),
             f"{at}attn_tp={d.attn_tp} does not divide {model.name}'s "
-            f"{model.num_heads} attention heads; pick a divisor of {model.num_heads}"
+            f"{model.num_heads} attention heads; pick a divisor of {model.num_heads}",
         )
     n, extra = model.moe.n_routed_experts, d.eplb_redundant_experts
     if extra and (n + extra) % d.ep:
         fits = [r for r in range(d.ep - n % d.ep, 4 * d.ep + 1, d.ep) if r > 0][:3]
-        raise ValueError(
+        raise FieldError(
+            (*loc, "eplb_redundant_experts"),
             f"{at}eplb_redundant_experts={extra}: {n} + {extra} experts do not spread evenly "
             f"over EP{d.ep} (each GPU would hold {-(-(n + extra) // d.ep)}, as many as the next "
-            f"even count); use one of {', '.join(map(str, fits))}"
+            f"even count); use one of {', '.join(map(str, fits))}",
         )
     if d.ep > n + extra:  # every EP rank holds at least one expert
-        raise ValueError(
+        raise FieldError(
+            (*loc, "moe_ep"),
             f"{at}moe_ep: EP{d.ep} is more GPUs than {model.name}'s {n} routed experts"
             f"{f' + {extra} redundant' if extra else ''} (each EP rank holds at least one); "
-            f"use moe_tp for the rest or at most EP{n + extra}"
+            f"use moe_tp for the rest or at most EP{n + extra}",
         )
     if d.dsa == "on" and model.dsa is None:
-        raise ValueError(f"{at}dsa='on' but {model.name} has no DSA indexer; use 'auto' or 'off'")
+        raise FieldError(
+            (*loc, "dsa"), f"{at}dsa='on' but {model.name} has no DSA indexer; use 'auto' or 'off'"
+        )
 
 
-def _with_weights(dep: Any, native: str) -> Any:
+def with_weights(dep: Any, native: str) -> Any:
     """`dep` (data or a spec) with `weight_dtype` set to `native` where it was not given."""
     if isinstance(dep, dict):
         if "prefill" in dep or "decode" in dep:
-            return {k: _with_weights(v, native) if k in ("prefill", "decode") else v
+            return {k: with_weights(v, native) if k in ("prefill", "decode") else v
                     for k, v in dep.items()}  # fmt: skip
         return dep if "weight_dtype" in dep else {**dep, "weight_dtype": native}
     if isinstance(dep, PdDeployment):
-        pools = {k: _with_weights(getattr(dep, k), native) for k in ("prefill", "decode")}
+        pools = {k: with_weights(getattr(dep, k), native) for k in ("prefill", "decode")}
         return dep.model_copy(update=pools)
     if isinstance(dep, Deployment) and "weight_dtype" not in dep.model_fields_set:
         return dep.model_copy(update={"weight_dtype": native})
@@ -174,78 +185,33 @@ class Scenario(Spec):
         default=None, description="Golden-summary tolerances (read by `mlasim check`)."
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _checkpoint_weights(cls, data: Any) -> Any:
-        """A deployment (or PD pool) that leaves `weight_dtype` out serves the checkpoint's own
-        weights (`ModelSpec.weight_dtype`: BF16 without a quantization_config). A model that
-        cannot be loaded is left to `_catalog_lookup`, which names the problem."""
-        if not isinstance(data, dict) or not isinstance(data.get("deployments"), list):
-            return data
-        from sim.catalog import load_model  # see _catalog_lookup
-
-        try:
-            native = load_model(str(data.get("model"))).weight_dtype
-        except ValueError:
-            return data
-        return {**data, "deployments": [_with_weights(d, native) for d in data["deployments"]]}
-
     @model_validator(mode="after")
     def _names_and_model(self) -> Scenario:
         seen: set[str] = set()
         for i, dep in enumerate(self.deployments):
             if not dep.name.isidentifier() or keyword.iskeyword(dep.name):
                 fix = "".join(c if c.isalnum() else "_" for c in dep.name).lstrip("0123456789")
-                raise ValueError(
+                raise FieldError(
+                    ("deployments", i, "name"),
                     f"deployments[{i}].name={dep.name!r} is not a valid identifier (it is used "
-                    f"in expect: expressions); use letters, digits and '_', e.g. {fix or 'dep'!r}"
+                    f"in expect: expressions); use letters, digits and '_', e.g. {fix or 'dep'!r}",
                 )
             if dep.name in seen:
-                raise ValueError(
-                    f"deployments[{i}].name={dep.name!r} is used twice; give each a unique name"
+                raise FieldError(
+                    ("deployments", i, "name"),
+                    f"deployments[{i}].name={dep.name!r} is used twice; give each a unique name",
                 )
             seen.add(dep.name)
         run = self.run
         if run.duration_s is None and run.max_requests is None and not self._ends_itself():
-            raise ValueError("run: give duration_s or max_requests (or both) so the run ends")
-        check_scenario_limits(self)  # sizes first: nothing below allocates by them
-        self._catalog_lookup()
+            message = "give duration_s or max_requests (or both) so the run ends"
+            raise FieldError(("run",), message, f"run: {message}")
+        check_scenario_limits(self)
         return self
 
     def _ends_itself(self) -> bool:
         """A benchmark client stops once its prompts are served; other workloads never do."""
         return isinstance(self.workload, BenchmarkWorkload)
-
-    def _catalog_lookup(self) -> None:
-        """Resolve gpu, model and profile (see the module docstring); each error message starts
-        with its field (`model: unknown model ...`), which `sim.io.scenario_io` turns into the
-        field and line. CatalogError is a ValueError."""
-        # imported here: sim.catalog builds specs, so it cannot be imported at module level
-        from sim.catalog import load_gpu, load_model
-        from sim.catalog.profiles import DATASHEET, load_profile
-
-        try:
-            gpu = load_gpu(self.gpu)
-        except ValueError as exc:
-            raise ValueError(f"gpu: {exc}") from None
-        try:
-            model = load_model(self.model)
-        except ValueError as exc:
-            raise ValueError(f"model: {exc}") from None
-        if self.profile not in (None, DATASHEET):
-            try:
-                measured_on = load_profile(str(self.profile)).device.gpu
-            except ValueError as exc:
-                raise ValueError(f"profile: {exc}") from None
-            try:  # a profile from another GPU lends its efficiencies to this one's roofline
-                if measured_on and measured_on != gpu.name:
-                    load_gpu(measured_on)
-            except ValueError as exc:
-                raise ValueError(
-                    f"profile: {self.profile!r} was measured on {measured_on!r}, which is not "
-                    f"a known GPU ({exc}); use a profile of a catalog GPU"
-                ) from None
-        check_against_model(list(self.deployments), model)
 
     def deployment(self, name: str) -> Deployment | PdDeployment:
         """The deployment called `name`; KeyError listing the known names otherwise."""

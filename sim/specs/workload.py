@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from sim.specs.base import Spec
+from sim.specs.base import FieldError, Spec
 
 
 def _token_count(v: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> int:
@@ -71,8 +71,10 @@ class UniformLength(Spec):
     @model_validator(mode="after")
     def _ordered(self) -> UniformLength:
         if self.max_tokens < self.min_tokens:
-            raise ValueError(
-                f"max_tokens ({self.max_tokens}) is below min_tokens ({self.min_tokens}); swap them"
+            raise FieldError(
+                ("max_tokens",),
+                f"max_tokens ({self.max_tokens}) is below min_tokens ({self.min_tokens}); "
+                "swap them",
             )
         return self
 
@@ -89,9 +91,10 @@ class LognormalLength(Spec):
     @model_validator(mode="after")
     def _ordered(self) -> LognormalLength:
         if self.max_tokens is not None and self.max_tokens < self.min_tokens:
-            raise ValueError(
+            raise FieldError(
+                ("max_tokens",),
                 f"max_tokens ({self.max_tokens}) is below min_tokens ({self.min_tokens}); "
-                "raise max_tokens"
+                "raise max_tokens",
             )
         return self
 
@@ -108,15 +111,16 @@ class EmpiricalLength(Spec):
     @model_validator(mode="after")
     def _consistent(self) -> EmpiricalLength:
         if any(v < 0 for v in self.values):
-            raise ValueError("values are token counts: each must be >= 0")
+            raise FieldError(("values",), "values are token counts: each must be >= 0")
         if self.weights is not None:
             if len(self.weights) != len(self.values):
-                raise ValueError(
+                raise FieldError(
+                    ("weights",),
                     f"weights has {len(self.weights)} entries for {len(self.values)} values: "
-                    "give one weight per value"
+                    "give one weight per value",
                 )
             if any(w < 0 for w in self.weights) or sum(self.weights) <= 0:
-                raise ValueError("weights must be >= 0 and not all zero")
+                raise FieldError(("weights",), "weights must be >= 0 and not all zero")
         return self
 
 
@@ -167,13 +171,14 @@ class _Synthetic(Spec):
     @model_validator(mode="after")
     def _lengths(self) -> _Synthetic:
         if length_bounds(self.input) < 1:
-            raise ValueError("input lengths must be >= 1 token: raise input's smallest value")
+            message = "input lengths must be >= 1 token: raise input's smallest value"
+            raise FieldError(("input",), message)
         if length_bounds(self.output) < 1:
-            raise ValueError("output lengths must be >= 1 token: raise output's smallest value")
+            message = "output lengths must be >= 1 token: raise output's smallest value"
+            raise FieldError(("output",), message)
         if self.prefix_cache_tokens is not None and self.prefix_cache_fraction > 0:
-            raise ValueError(
-                "give prefix_cache_fraction or prefix_cache_tokens, not both: remove one"
-            )
+            message = "give prefix_cache_fraction or prefix_cache_tokens, not both: remove one"
+            raise FieldError(("prefix_cache_tokens",), message)
         return self
 
 
@@ -217,7 +222,8 @@ class ClosedWorkload(_Synthetic):
     @model_validator(mode="after")
     def _one_of(self) -> ClosedWorkload:
         if (self.concurrency is None) == (self.concurrency_per_rank is None):
-            raise ValueError("give exactly one of concurrency or concurrency_per_rank")
+            message = "give exactly one of concurrency or concurrency_per_rank"
+            raise FieldError(("concurrency",), message)
         return self
 
 
@@ -277,9 +283,10 @@ class BenchmarkWorkload(Spec):
     @model_validator(mode="after")
     def _ranges(self) -> BenchmarkWorkload:
         if self.range_convention == "vllm" and self.range_ratio >= 1.0:
-            raise ValueError(
+            raise FieldError(
+                ("range_ratio",),
                 "range_ratio must be below 1 with range_convention: vllm (vllm bench serve "
-                "samples [L x (1 - ratio), L x (1 + ratio)]); use e.g. 0.5"
+                "samples [L x (1 - ratio), L x (1 + ratio)]); use e.g. 0.5",
             )
         return self
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import sim.cli
+import sim.cli.launchers
 from kernels_calib import cli, report
 from kernels_calib.runner import calibrate
 from kernels_calib.writer import write_profile
@@ -127,7 +128,7 @@ def test_app_without_streamlit_names_the_extra_and_exits_2(
     def no_launch(cmd: list[str]) -> int:
         raise AssertionError(f"launched {cmd} without streamlit")
 
-    monkeypatch.setattr(sim.cli.subprocess, "call", no_launch)
+    monkeypatch.setattr(sim.cli.launchers.subprocess, "call", no_launch)
     res = CliRunner(env={"COLUMNS": "60"}).invoke(sim.cli.app, ["app"])
     assert res.exit_code == 2
     expected = (

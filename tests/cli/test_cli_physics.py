@@ -9,9 +9,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sim import cli_memory
 from sim.catalog import load_gpu, load_model
 from sim.cli import app
+from sim.cli import memory as cli_memory
 from sim.cost.memory import MemoryPlan, plan_memory
 from sim.specs.deployment import Deployment
 

@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sim import cli_run
+from sim.cli import run as cli_run
 from sim.io.scenario_io import parse_scenario
 from sim.metrics import Results
 from sim.metrics.notes import (
@@ -167,7 +167,7 @@ def test_breakdown_shows_what_two_batch_overlap_saved_or_cost() -> None:
     sums to the step it prints last (a cost shows positive)."""
     from rich.console import Console
 
-    from sim.cli_run import breakdown_table
+    from sim.cli.run import breakdown_table
 
     def dep(name: str, saved: float | None) -> SimpleNamespace:
         ops = {"attn_decode": 0.010, "ep_combine": 0.020}

@@ -44,7 +44,7 @@ def test_a_backlog_of_long_waits_raises_the_tail() -> None:
 
 
 def test_the_run_table_shows_a_percentile_beyond_the_samples_as_a_bound() -> None:
-    from sim.cli_format import pct
+    from sim.cli.format import pct
 
     p = censored_percentiles(OBSERVED, np.full(20, 100.0))
     assert pct(p, 1.0) == "50 / >80 / >80"
@@ -54,7 +54,7 @@ def test_the_run_table_shows_a_percentile_beyond_the_samples_as_a_bound() -> Non
 def test_with_nothing_observed_every_percentile_is_at_least_the_median_wait() -> None:
     """An overloaded run where no request got its first token: each one's TTFT is at least its
     wait so far, so every percentile from p50 up is at least the waits' median."""
-    from sim.cli_format import pct
+    from sim.cli.format import pct
 
     waits = np.array([5.0, 20.0, 40.0, 60.0, 89.8])
     p = censored_percentiles(np.array([]), waits)
@@ -90,7 +90,7 @@ def test_batch_means_interval_of_a_steady_and_a_wavy_rate() -> None:
 
 
 def test_run_table_prints_the_interval_and_warns_when_wide() -> None:
-    from sim.cli_format import with_ci
+    from sim.cli.format import with_ci
     from sim.metrics import Results
     from sim.metrics.notes import noisy_note
 
@@ -120,7 +120,7 @@ def test_paired_ratio_of_two_deployments() -> None:
 
 
 def test_run_table_compares_each_deployment_with_the_first() -> None:
-    from sim.cli_run import vs
+    from sim.cli.run import vs
 
     base = SimpleNamespace(output_tok_s_per_gpu=100.0, output_tok_s_per_gpu_batches=[100.0] * 10)
     rates = [150.0, 160.0, 140.0, 150.0, 150.0, 155.0, 145.0, 150.0, 150.0, 150.0]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sim.catalog import CatalogError, load_model
+from sim.io.resolve import resolve
 from sim.specs.hf_config import checkpoint_weight_dtype
 from sim.specs.scenario import Scenario
 
@@ -30,6 +31,11 @@ def test_catalog_models_carry_their_checkpoint_dtype() -> None:
 
 
 def _scenario(model: str, **dep: object) -> Scenario:
+    """The scenario as a run sees it: resolved, which spells out each deployment's weights."""
+    return resolve(_shape(model, **dep)).scenario
+
+
+def _shape(model: str, **dep: object) -> Scenario:
     return Scenario.model_validate({
         "name": "w", "model": model, "gpu": "h200",
         "deployments": [{"name": "d", "attn_tp": 1, **dep},
@@ -46,6 +52,18 @@ def test_a_deployment_without_weight_dtype_serves_the_checkpoints() -> None:
     assert qwen.deployments[1].decode.weight_dtype == "bf16"  # type: ignore[union-attr]
     assert _scenario("deepseek-v3").deployments[0].weight_dtype == "fp8"
     assert _scenario("qwen3-235b-a22b", weight_dtype="fp8").deployments[0].weight_dtype == "fp8"
+
+
+def test_a_dump_keeps_the_weights_left_to_the_checkpoint() -> None:
+    """A scenario rebuilt from a dump (a sweep point, a capacity probe, a worker's copy) before
+    it was resolved still serves the checkpoint's weights once resolved."""
+    again = Scenario.model_validate_json(_shape("qwen3-235b-a22b").model_dump_json())
+    assert resolve(again).scenario.deployments[0].weight_dtype == "bf16"
+    given = _shape("qwen3-235b-a22b", weight_dtype="fp8")
+    assert "weight_dtype" in given.deployments[0].model_dump()
+    assert "weight_dtype" not in _shape("qwen3-235b-a22b").deployments[0].model_dump()
+    resolved = _scenario("qwen3-235b-a22b").model_dump_json()
+    assert resolve(Scenario.model_validate_json(resolved)).scenario == _scenario("qwen3-235b-a22b")
 
 
 def test_model_takes_a_huggingface_folder(tmp_path: Path) -> None:

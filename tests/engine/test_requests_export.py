@@ -10,16 +10,16 @@ from typing import Any
 import numpy as np
 import pytest
 import typer
-from test_engine_cli import SHORT
 from test_engine_outputs import TEXT, _factory
 from typer.testing import CliRunner
 
-from sim.cli_run import register
+from sim.cli.run import register
 from sim.io.requests_io import COLUMNS, write_requests
 from sim.io.scenario_io import parse_scenario
 from sim.io.workload_csv import read_trace
 from sim.metrics.stats import censored_quantile
 from sim.run import simulate_scenario, summarize_scenario
+from tests.cli.test_cli_run import SHORT
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from sim.catalog import CatalogError, load_model
 from sim.catalog.profiles import parse_profile
-from sim.io.probes import ProbeError, compute_probes
+from sim.checks.probes import ProbeError, compute_probes
 from sim.io.scenario_io import ScenarioError, parse_scenario
 from sim.io.workload_csv import TraceError, read_trace
 

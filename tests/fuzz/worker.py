@@ -53,7 +53,7 @@ def _trace(text: str) -> str:
 
 
 def _expression(text: str) -> str:
-    from sim.io.expect import parse
+    from sim.checks.expect import parse
 
     parse(text)
     return "result"

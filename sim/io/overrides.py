@@ -17,6 +17,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from sim.io.resolve import resolve
+from sim.specs.base import FieldError
 from sim.specs.scenario import Scenario
 
 ALL = "*"
@@ -142,8 +144,12 @@ def apply_overrides(scenario: Scenario, overrides: Iterable[tuple[str, Any]]) ->
     data = scenario.model_dump(mode="json")
     for path, value in pairs:
         set_path(data, path, value)
+    given = ", ".join(f"{p}={v!r}" for p, v in pairs)
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        given = ", ".join(f"{p}={v!r}" for p, v in pairs)
         raise OverrideError(f"{validation_message(exc, data)} (after setting {given})") from None
+    try:  # the names it reads and the deployments against the model, as a file's are on load
+        return resolve(scenario, read_trace=False).scenario
+    except FieldError as exc:
+        raise OverrideError(f"{exc} (after setting {given})") from None

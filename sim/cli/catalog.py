@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
 from sim.catalog import gpu_names, load_gpu, load_model, model_names
-from sim.cli_physics import JsonFlag, output_console
+from sim.cli.common import JsonFlag, output_console
 from sim.specs.gpu import GB, GIB, MIB
-from sim.specs.profile import Profile
+
+if TYPE_CHECKING:
+    from sim.specs.profile import Profile
 
 
 def _cell(v: Any) -> str:

@@ -1,6 +1,6 @@
 """The `mlasim check` command: a pass/fail table per scenario, then every failure in full.
 
-Finding, running and checking the files is `sim.io.check`; this module gives it the runner
+Finding, running and checking the files is `sim.checks.runner`; this module gives it the runner
 that validates and simulates a scenario file (`default_runner`) and prints the report.
 """
 
@@ -16,16 +16,17 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sim.io.check import CheckReport, CheckRow, ScenarioReport, check_paths
+from sim.checks.runner import CheckReport, CheckRow, ScenarioReport, check_paths
+from sim.cli.common import output_console
 
 
 def default_runner(path: Path, text: str) -> Mapping[str, Any]:
-    """Validate the scenario (errors name file, line and field) and run it."""
+    """Validate and resolve the scenario (errors name file, line and field) and run it."""
     from sim.io.results_io import results_dict  # the simulator loads only when a check runs
-    from sim.io.scenario_io import parse_scenario
+    from sim.io.scenario_io import parse_resolved
     from sim.run import run_scenario
 
-    return results_dict(run_scenario(parse_scenario(text, path)))
+    return results_dict(run_scenario(parse_resolved(text, path)))
 
 
 # Errors whose message is written for the reader (file:line: field: what is wrong, the fix);
@@ -145,9 +146,7 @@ def check_command(
 
     Exits 1 if any scenario fails, so CI stops on a broken claim.
     """
-    console = Console()
-    if not console.is_terminal:  # CI logs: wide enough that expressions stay on one line
-        console = Console(width=160)
+    console = output_console()  # in CI logs wide enough that expressions stay on one line
     try:
         report = check_paths(
             paths or [Path("scenarios")],

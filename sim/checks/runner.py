@@ -1,13 +1,13 @@
 """Checking scenario files: run them, evaluate their `expect:` lines, compare golden summaries.
 
 A scenario file may carry, next to what the simulator reads, three check blocks:
-- `expect:` a list of boolean expressions over the results (see `sim.io.expect`);
-- `probes:` named cost-model facts those expressions may use (see `sim.io.probes`);
-- `golden:` tolerances for the stored golden summary (see `sim.io.golden`).
+- `expect:` a list of boolean expressions over the results (see `sim.checks.expect`);
+- `probes:` named cost-model facts those expressions may use (see `sim.checks.probes`);
+- `golden:` tolerances for the stored golden summary (see `sim.checks.golden`).
 
 `check_paths` finds every scenario under the given paths (YAML mappings with `deployments`,
 `model` or `workload` at the top; other files are listed as skipped), runs them in parallel
-processes with the `Runner` it is given (the `mlasim check` command, `sim.cli_check`, passes one
+processes with the `Runner` it is given (the `mlasim check` command, `sim.cli.check`, passes one
 that simulates; tests pass fakes), and returns a `CheckReport`. Nothing is written unless
 `update_golden` is set.
 """
@@ -26,9 +26,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from sim.io import expect, golden
-from sim.io.namespace import ExpectError, build_namespace, format_value
-from sim.io.probes import ProbeError, compute_probes
+from sim.checks import expect, golden
+from sim.checks.namespace import ExpectError, build_namespace, format_value
+from sim.checks.probes import ProbeError, compute_probes
 from sim.io.yaml_where import load_yaml, where
 
 SCENARIO_KEYS = ("deployments", "model", "workload")

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from rich.console import Console
 
-from sim.cli_check import render
-from sim.io.check import CheckReport, check_paths, discover
-from sim.io.golden import golden_path
+from sim.checks.golden import golden_path
+from sim.checks.runner import CheckReport, check_paths, discover
+from sim.cli.check import render
 from sim.io.yaml_where import yaml_line
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from sim.cli_check import register
+from sim.cli.check import register
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 

@@ -17,8 +17,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from sim.cli_physics import output_console, usage_error
-from sim.cli_search import BackendOpt, JobsOpt, RayOpt, _backend
+from sim.cli.common import error_console, output_console, usage_error
+from sim.cli.search import BackendOpt, JobsOpt, RayOpt, _backend
 from sim.specs.base import error_lines
 
 Opt = typer.Option
@@ -142,7 +142,7 @@ def plan(
     except JournalError as exc:
         raise usage_error(str(exc)) from None
     runner = _backend(backend, jobs, ray_address)
-    err = Console(stderr=True)
+    err = error_console()
     with runner:
         try:
             result = make_plan(req, runner, journal, _progress(err))

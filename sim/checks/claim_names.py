@@ -6,7 +6,7 @@ scenario alone: its deployment names, its probe names and the fields of `Deploym
 `Results`. `check_claim_names` walks every path through that shape when the scenario loads, so a
 misspelt field fails in a second with the names that do exist, not after the simulation. Keys
 only a run knows (ops under `step_breakdown_s`, a probe's values) are taken on trust; the run's
-own namespace (`sim.io.namespace.resolve`) still checks them.
+own namespace (`sim.checks.namespace.resolve`) still checks them.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sim.io.expect import ClaimError, parse
-from sim.io.namespace import FUNCTIONS, SCENARIO, ident
+from sim.checks.expect import ClaimError, parse
+from sim.checks.namespace import FUNCTIONS, SCENARIO, ident
 from sim.metrics.results import DeploymentResults, PoolResults, Results
 from sim.specs.deployment import PdDeployment
 from sim.specs.scenario import Scenario

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sim.io.namespace import FUNCTIONS, ExpectError, Namespace, format_value, resolve
+from sim.checks.namespace import FUNCTIONS, ExpectError, Namespace, format_value, resolve
 
 __all__ = [
     "FUNCTIONS",

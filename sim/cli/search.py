@@ -16,11 +16,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from sim.cli_format import beyond, num, with_ci
-from sim.cli_physics import check_output_paths, output_console, usage_error
+from sim.cli.common import check_output_paths, output_console, usage_error
+from sim.cli.format import beyond, num, with_ci
+from sim.io.overrides import OverrideError
 from sim.search.backends import BACKENDS, Backend, BackendError, make_backend
 from sim.search.capacity_report import CapacityReport
-from sim.search.overrides import OverrideError
 from sim.specs.scenario import Scenario
 
 SetOpt = Annotated[
@@ -209,8 +209,8 @@ def capacity(
     and is recorded as it completes (--journal), so a stopped search resumes where it stopped.
     """
     from sim.io.journal import Journal, JournalError, write_atomic
+    from sim.io.overrides import apply_overrides, parse_assignment
     from sim.search.capacity import CapacityError, capacity_search, check_options, search_count
-    from sim.search.overrides import apply_overrides, parse_assignment
 
     console = output_console()
     check_output_paths(json_out)

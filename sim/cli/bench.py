@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from sim.cli_physics import output_console
+from sim.cli.common import output_console
 from sim.metrics.benchmark import BenchmarkResults
 
 # (label, measured field, simulated figure)
@@ -60,8 +60,8 @@ def compare_bench(
 ) -> None:
     """Print a measured serving benchmark beside the same benchmark simulated."""
     from sim.io.bench_results import BenchResultError, read_bench_result
-    from sim.io.scenario_io import ScenarioError, load_scenario
-    from sim.run import simulate_scenario, summarize_scenario
+    from sim.io.scenario_io import ScenarioError, load_resolved
+    from sim.run import run_scenario
     from sim.specs.workload import BenchmarkWorkload
 
     console = output_console()
@@ -72,7 +72,8 @@ def compare_bench(
 
     try:
         measured = read_bench_result(result)
-        sc = load_scenario(scenario)
+        resolved = load_resolved(scenario)
+        sc = resolved.scenario
     except (BenchResultError, ScenarioError) as exc:
         raise fail(str(exc)) from None
     w = sc.workload
@@ -92,7 +93,7 @@ def compare_bench(
                 highlight=False,
             )
     try:
-        results = summarize_scenario(sc, simulate_scenario(sc))
+        results = run_scenario(resolved)
     except ValueError as exc:
         raise fail(f"{scenario}: {exc}") from None
     sims = {d.name: d.benchmark for d in results.deployments if d.benchmark is not None}

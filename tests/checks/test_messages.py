@@ -11,10 +11,10 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sim.cli_check import register, render
-from sim.io.check import CheckReport, CheckRow, ScenarioReport
-from sim.io.expect import ClaimError, ExpectError, parse, validate_claims
-from sim.io.probes import ProbeError, compute_probes
+from sim.checks.expect import ClaimError, ExpectError, parse, validate_claims
+from sim.checks.probes import ProbeError, compute_probes
+from sim.checks.runner import CheckReport, CheckRow, ScenarioReport
+from sim.cli.check import register, render
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 

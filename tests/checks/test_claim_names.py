@@ -74,8 +74,8 @@ def test_the_library_names_only_what_its_runs_report() -> None:
 def test_every_number_a_real_run_reports_passes_the_load_check() -> None:
     """No false refusals: each numeric path in a real run's namespace (a unit and a PD pair,
     pools and ops included) is accepted by the shape the load check uses."""
-    from sim.io.claim_names import scenario_shape, unknown
-    from sim.io.namespace import build_namespace
+    from sim.checks.claim_names import scenario_shape, unknown
+    from sim.checks.namespace import build_namespace
     from sim.run import run_scenario
 
     busy = BASE.replace("rate_req_s: 1,", "rate_req_s: 40,")  # enough for every figure

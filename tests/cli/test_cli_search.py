@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 import yaml
-from search_scenarios import TINY
 from typer.testing import CliRunner
 
 from sim.cli import app
+from tests.search.search_scenarios import TINY
 
 RUNNER = CliRunner(env={"COLUMNS": "200"})
 

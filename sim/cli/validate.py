@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from sim.cli_physics import usage_error
+from sim.cli.common import usage_error
 from sim.search.backends import BACKENDS, BackendError, make_backend
 from sim.validate.rows import RowsError
 from sim.validate.runner import ProgressFn

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sim.io.probes import ProbeError, compute_probes
+from sim.checks.probes import ProbeError, compute_probes
 
 V3 = {"model": "deepseek-v3"}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from sim.cli_run import register
+from sim.cli.run import register
 from sim.io.scenario_io import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

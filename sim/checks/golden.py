@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import Field
 
-from sim.io.namespace import ident
+from sim.checks.namespace import ident
 from sim.specs.base import Spec
 
 DEFAULT_METRICS: tuple[str, ...] = (

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from sim.io.expect import ExpectError, check, evaluate, explain, parse, sides
-from sim.io.namespace import build_namespace, ident
+from sim.checks.expect import ExpectError, check, evaluate, explain, parse, sides
+from sim.checks.namespace import build_namespace, ident
 
 RESULTS: dict[str, Any] = {
     "scenario": "demo",

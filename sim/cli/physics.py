@@ -1,63 +1,20 @@
-"""`mlasim cost`, `mlasim ai`, `mlasim memory`: the cost model's physics from the shell."""
+"""`mlasim cost` and `mlasim ai`: the cost model's MLA physics from the shell."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from sim.catalog import gpu_names, load_gpu, load_model, model_names
+from sim.catalog import gpu_names, load_model, model_names
+from sim.cli.common import JsonFlag, gpu_arg, model_arg, output_console, usage_error
 from sim.cost import mla
 from sim.cost.dispatch import PATH_NAMES, Segments, choose_paths, policy_names
 from sim.cost.intensity import gqa_decode_intensity, model_decode_intensity
 from sim.cost.memory import kv_bytes_per_token_layer
-
-console = Console()
-
-
-# metavar "": a flag takes no value, so help shows no `<bool>` after it
-JsonFlag = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON for machines.")]
-
-PIPE_WIDTH = 160  # columns for tables written to a pipe or a CI log (terminals use their own)
-
-
-def output_console() -> Console:
-    """A console for tables: a terminal's own width, else wide enough that columns stay whole."""
-    console = Console()
-    return console if console.is_terminal else Console(width=PIPE_WIDTH)
-
-
-def usage_error(message: str) -> typer.Exit:
-    """Print a usage error and return the exit (code 2) for the caller to raise."""
-    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}")
-    return typer.Exit(code=2)
-
-
-def check_output_paths(*paths: Path | None) -> None:
-    """Refuse (exit 2) an output file whose folder does not exist, before any work is done."""
-    for path in paths:
-        if path is not None and not path.parent.is_dir():
-            raise usage_error(f"{path}: the folder {path.parent} does not exist; create it first")
-
-
-def model_arg(name: str) -> Any:
-    try:
-        return load_model(name)
-    except (LookupError, ValueError) as exc:
-        raise usage_error(str(exc)) from exc
-
-
-def gpu_arg(name: str) -> Any:
-    try:
-        return load_gpu(name)
-    except (LookupError, ValueError) as exc:
-        raise usage_error(str(exc)) from exc
 
 
 def cost(
@@ -72,6 +29,7 @@ def cost(
     as_json: JsonFlag = False,
 ) -> None:
     """Absorb vs expand FLOPs, bytes and intensity of one MLA layer; what each policy picks."""
+    console = output_console()
     spec = model_arg(model)
     if spec.attention != "mla":
         raise usage_error(
@@ -137,6 +95,7 @@ def ai(
     as_json: JsonFlag = False,
 ) -> None:
     """Decode-attention arithmetic intensity of MHA/GQA/MQA/MLA at S = 1..4 beside the ridge."""
+    console = output_console()
     g = gpu_arg(gpu)
     ridge = g.ridge_flop_per_byte
     rows: list[dict[str, Any]] = []
@@ -181,3 +140,9 @@ def ai(
         t.add_row(mname, fam, *cells)
     console.print(t)
     console.print("* compute-bound on this GPU (AI above the ridge)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `cost` and `ai` to the `mlasim` app."""
+    app.command()(cost)
+    app.command()(ai)

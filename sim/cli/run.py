@@ -10,19 +10,22 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
-from sim.cli_format import num, pct, with_ci
-from sim.cli_physics import check_output_paths, output_console
+from sim.cli.common import check_output_paths, output_console
+from sim.cli.format import num, pct, with_ci
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results, throughput_vs
 from sim.specs.limits import check_wall
 from sim.specs.scenario import Scenario
+
+if TYPE_CHECKING:
+    from sim.engine import SimOutput
 
 
 def _plain_progress() -> Any:
@@ -162,11 +165,12 @@ def run(
 ) -> None:
     """Simulate every deployment of a scenario and print them side by side."""
     console = output_console()
+    from sim.io.overrides import OverrideError, apply_overrides, parse_assignment
     from sim.io.requests_io import write_requests
+    from sim.io.resolve import resolve
     from sim.io.results_io import write_csv, write_json
-    from sim.io.scenario_io import ScenarioError, load_scenario
-    from sim.run import load_profile_for, simulate_scenario, summarize_scenario
-    from sim.search.overrides import OverrideError, apply_overrides, parse_assignment
+    from sim.io.scenario_io import ScenarioError, load_resolved
+    from sim.run import run_scenario
 
     check_output_paths(json_out, csv_out, trace_out, requests_out)
     if requests_out is not None and (problem := requests_problem(requests_out)):
@@ -175,18 +179,22 @@ def run(
         )
         raise typer.Exit(2)
     try:
-        sc = load_scenario(scenario)
+        resolved = load_resolved(scenario)
     except ScenarioError as exc:  # names the file itself
         console.print(f"[red]{escape(str(exc))}[/red]", highlight=False)
         raise typer.Exit(2) from None
     try:
-        sc = apply_overrides(sc, [parse_assignment(a) for a in set_ or []])
+        if set_:
+            sc = apply_overrides(resolved.scenario, [parse_assignment(a) for a in set_])
+            resolved = resolve(sc, read_trace=False)
     except OverrideError as exc:
         hint = ""
         if any("," in a.partition("=")[2] for a in set_ or []):
             hint = " (to run several values, use `mlasim sweep` with the same --set)"
         console.print(f"[red]{escape(f'{scenario}: --set: {exc}{hint}')}[/red]", highlight=False)
         raise typer.Exit(2) from None
+    sc = resolved.scenario
+    outputs: list[SimOutput] = []  # each deployment's engine output, for the exports
     try:
         started = time.monotonic()
 
@@ -200,16 +208,17 @@ def run(
         if console.is_terminal:
             with Progress(console=console, transient=True) as bar:
                 tasks = {d.name: bar.add_task(d.name, total=1.0) for d in sc.deployments}
-                outputs = simulate_scenario(
-                    sc,
+                results = run_scenario(
+                    resolved,
                     progress=watched(lambda name, f: bar.update(tasks[name], completed=f)),
+                    on_output=outputs.append,
                 )
         else:  # a pipe or a log: plain lines on stderr, one per tenth of each deployment's run
-            outputs = simulate_scenario(sc, progress=watched(_plain_progress()))
+            progress = watched(_plain_progress())
+            results = run_scenario(resolved, progress=progress, on_output=outputs.append)
     except ValueError as exc:
         console.print(f"[red]{escape(f'{scenario}: {exc}')}[/red]", highlight=False)
         raise typer.Exit(2) from None
-    results = summarize_scenario(sc, outputs)
     # files first: a reader that stops early (`| head`) must not cost them
     written = []
     for path, writer in ((json_out, write_json), (csv_out, write_csv)):
@@ -226,7 +235,7 @@ def run(
         written.append(requests_out)
     console.print(results_table(sc, results))
     console.print(breakdown_table(results))
-    for note in run_notes(sc, results, load_profile_for(sc)):
+    for note in run_notes(sc, results, resolved.profile, resolved.model):
         console.print(note, highlight=False)  # the console's width: one line on a wide terminal
     for path in written:
         console.print(f"wrote {path}")

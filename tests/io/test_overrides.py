@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from search_scenarios import tiny
 
-from sim.search.overrides import (
+from sim.io.overrides import (
     OverrideError,
     apply_overrides,
     parse_assignment,
     parse_value,
 )
+from tests.search.search_scenarios import tiny
 
 
 def test_plain_paths_change_only_their_field() -> None:

@@ -17,7 +17,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from sim.cli_physics import JsonFlag, console, gpu_arg, model_arg, usage_error
+from sim.cli.common import JsonFlag, gpu_arg, model_arg, output_console, usage_error
 from sim.cost.memory import MemoryPlan, plan_memory
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GB, GIB, GpuSpec
@@ -237,4 +237,9 @@ def memory(
         (f"  in whole {page}-token pages, as a run counts", f"{in_pages:,}"),
     ):  # fmt: skip
         t.add_row(*row)
-    console.print(t)
+    output_console().print(t)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `memory` to the `mlasim` app."""
+    app.command()(memory)
