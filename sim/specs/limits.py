@@ -174,8 +174,9 @@ def check_flow_depth(text: str, limits: Limits | None = None) -> None:
     if depth[at] > lim.max_depth:
         line = raw.count(b"\n", 0, at) + 1
         raise LimitError(
-            f"(yaml): line {line}: brackets nested {int(depth[at])} deep, over the limit of "
-            f"{lim.max_depth}; flatten it (scenario blocks are at most a few levels deep)"
+            "(yaml)",
+            f"line {line}: brackets nested {int(depth[at])} deep, over the limit of "
+            f"{lim.max_depth}; flatten it (scenario blocks are at most a few levels deep)",
         )
 
 
