@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from sim.cost.batch import OpTime
 from sim.cost.memo import BoundedCache
 from sim.cost.op_work import op_work
-from sim.cost.roofline import Estimate, OpEstimator, RooflineCost
+from sim.cost.roofline import OpEstimate, OpEstimator, RooflineCost
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import MlaSpec
 from sim.specs.profile import COMM_OPS, OP_ATTRIBUTES
@@ -61,7 +61,7 @@ class _Rate:
         return OpTime(seconds=seconds, source=self.source, extrapolated=self.extrapolated)
 
 
-def _rate(price: Callable[[float, float], Estimate], compute_s: float, memory_s: float) -> _Rate:
+def _rate(price: Callable[[float, float], OpEstimate], compute_s: float, memory_s: float) -> _Rate:
     """An estimator's rates at one shape. `price(x, y)` prices x times the reference FLOPs and
     y times its bytes, whose roofline times are `compute_s` and `memory_s`. The fixed part is
     what doubling the work does not double."""
@@ -120,7 +120,7 @@ class Pricer:
             if op in FALLBACK_ATTENTION_OPS and self.attention_fallback is not None:
                 estimator = self.attention_fallback
 
-        def price(x: float, y: float) -> Estimate:
+        def price(x: float, y: float) -> OpEstimate:
             return estimator.estimate(
                 op, key=attrs, point={}, flops=x * flops, bytes_=y * bytes_, dtype=dtype
             )
@@ -145,7 +145,7 @@ class Pricer:
         if link_fn is None or ref_bytes <= 0:
             return _Rate(0.0, 1.0, 0.0, "roofline", False)
 
-        def price(_: float, y: float) -> Estimate:
+        def price(_: float, y: float) -> OpEstimate:
             return link_fn(  # type: ignore[no-any-return]
                 op, key=attrs, point={}, bytes_=y * ref_bytes, link_bytes_per_s=link_bytes_per_s
             )

@@ -7,15 +7,18 @@ shape's own segments are priced: a step's price is a function of its batch alone
 was priced before it.
 
 A shape keeps a rank's decode (and verify) requests by MLA path and width, each group by its
-count and its mean context, rounded to a 2^(1/16) bucket (within 2.2%): every op of a decode
+count and its context sum, rounded to a 2^(1/16) bucket (within 2.2%): every op of a decode
 request grows with its context linearly (the absorbed core's pairs, its cache read, the
-indexer's scores), so a group's work follows its count and context sum. Two uses of the
+indexer's scores), so a group's work follows its count and context sum; a shape's requests all
+hold the sum's mean. The sum is rounded, not the mean, so that one more request never rounds a
+rank's work down (a shorter request can lower the mean across a bucket edge). Two uses of the
 individual contexts are lost: the DSA top-k selection's index write, sized by the longest
 context below top-k, and two-batch overlap's split of the requests by context. Powers of two
-are bucket centres, so a table's power-of-two grid points come back exactly. A prefill chunk
-keeps its path, whether it samples, its new tokens and its context exactly: prompts of one
-length (a fixed-length benchmark) would all round the same way, and a chunk's attention grows
-with the square of its tokens, so rounding them biases a run instead of averaging out.
+are bucket centres, so a table's power-of-two grid points come back exactly at a power-of-two
+count of requests. A prefill chunk keeps its path, whether it samples, its new tokens and its
+context exactly: prompts of one length (a fixed-length benchmark) would all round the same
+way, and a chunk's attention grows with the square of its tokens, so rounding them would bias
+a run instead of averaging out.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from numpy.typing import NDArray
 from sim.cost.layer_ops import RankSegments
 from sim.cost.memo import buckets, centre
 
-DecodeGroup = tuple[int, int, int, int]  # path, new tokens each, requests, mean-context bucket
+DecodeGroup = tuple[int, int, int, int]  # path, new tokens each, requests, context-sum bucket
 Chunk = tuple[int, int, int, bool]  # path, new tokens, context, samples a token
 
 
@@ -54,8 +57,8 @@ def rank_shape(
         code = path[dec].astype(np.int64) << 32 | q[dec]
         kinds, inverse = np.unique(code, return_inverse=True)
         n = np.bincount(inverse)
-        mean_k = np.bincount(inverse, weights=k[dec].astype(np.float64)) / n
-        columns = (kinds.tolist(), n.tolist(), buckets(mean_k).tolist())
+        sum_k = np.bincount(inverse, weights=k[dec].astype(np.float64))
+        columns = (kinds.tolist(), n.tolist(), buckets(sum_k).tolist())
         for kind, count, b in zip(*columns, strict=True):
             groups.append((kind >> 32, kind & 0xFFFFFFFF, count, b))
     pre = np.flatnonzero(~is_decode)
@@ -73,7 +76,7 @@ def decode_shapes(
     """Shapes of decode-only ranks whose requests share one width and path, from their request
     counts and context sums (all positive): the distinct shapes and each rank's index into
     them (vectorised: one shape per distinct count and bucket)."""
-    b = buckets(kv_sum_r / n_r)
+    b = buckets(kv_sum_r)
     sig = n_r.astype(np.int64) << 32 | (b + (1 << 20))
     uniq, first, inverse = np.unique(sig, return_index=True, return_inverse=True)
     shapes = [RankShape(((path, width, int(n_r[i]), int(b[i])),)) for i in first.tolist()]
@@ -91,7 +94,7 @@ def shape_segments(shape: RankShape) -> RankSegments:
     n_dec = 0
     for p, width, n, b in shape.decode:
         q += [float(width)] * n
-        k += [max(centre(b), float(width))] * n
+        k += [max(centre(b) / n, float(width))] * n
         path += [p] * n
         samples += [True] * n
         n_dec += n

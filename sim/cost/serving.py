@@ -191,12 +191,13 @@ class ServingCostModel:
         index = np.full(ranks, 0, dtype=np.intp)
         alone = np.flatnonzero(mixed).tolist()
         if busy_decode.any():
-            sel = busy_decode[rank]
-            q = batch.new_tokens[sel]
-            paths = self._paths(batch.new_tokens[sel], batch.kv_tokens[sel], batch.is_decode[sel])
+            everyone = not alone  # a decode-only step: no segment to select
+            sel = slice(None) if everyone else busy_decode[rank]
+            q, k = batch.new_tokens[sel], batch.kv_tokens[sel]
+            paths = self._paths(q, k, batch.is_decode[sel])
             rs = np.flatnonzero(busy_decode)
             if int(q.min()) == int(q.max()) and int(paths.min()) == int(paths.max()):
-                kv = batch.kv_tokens[sel].astype(np.float64)
+                kv = k.astype(np.float64)
                 kv_sum = np.bincount(rank[sel], weights=kv, minlength=ranks)[rs].astype(np.float64)
                 shapes, index[rs] = decode_shapes(n_r[rs], kv_sum, int(q[0]), int(paths[0]))
             else:
@@ -306,14 +307,15 @@ class ServingCostModel:
         micro = []
         loads = micro_batch_loads(load, batch, tokens_r, crit, whole)
         for a, part in zip(attn, loads, strict=True):
-            ops = self._micro_ops(part.rounded())
+            part = part.rounded()
+            ops = self._micro_ops(part)
             micro.append(
                 MicroBatch(
                     rank_s=a,
                     routed_s=ops["moe_routed"].seconds,
                     dispatch_s=ops["ep_dispatch"].seconds,
                     combine_s=ops["ep_combine"].seconds,
-                    sender_tokens_per_gpu=part.rounded().sender_tokens / self.deployment.attn_tp,
+                    sender_tokens_per_gpu=part.sender_tokens / self.deployment.attn_tp,
                 )
             )
         crit_ops = self._rank_work(shapes[int(index[crit])]).ops
