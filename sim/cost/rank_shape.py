@@ -57,7 +57,7 @@ def rank_shape(
         code = path[dec].astype(np.int64) << 32 | q[dec]
         kinds, inverse = np.unique(code, return_inverse=True)
         n = np.bincount(inverse)
-        sum_k = np.bincount(inverse, weights=k[dec].astype(np.float64))
+        sum_k = np.bincount(inverse, weights=k[dec].astype(np.float64)).astype(np.float64)
         columns = (kinds.tolist(), n.tolist(), buckets(sum_k).tolist())
         for kind, count, b in zip(*columns, strict=True):
             groups.append((kind >> 32, kind & 0xFFFFFFFF, count, b))
