@@ -98,7 +98,7 @@ class StandinCost:
             "attention": OpTime(seconds=attn, source="roofline"),
             "moe_and_ep": OpTime(seconds=moe, source="roofline"),
         }
-        return StepCost(duration_s=attn + moe, rank_attention_s=rank_s, ops=ops)
+        return StepCost(duration_s=attn + moe, rank_own_s=rank_s, ops=ops)
 
 
 def real_cost(d: Deployment) -> Any:

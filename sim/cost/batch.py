@@ -65,8 +65,8 @@ class OpTime:
 class StepCost:
     """Duration of one step and its breakdown.
 
-    `duration_s` is what the simulated clock advances by. `rank_attention_s[r]` is rank r's own
-    time, all of its own work, not attention alone: attention, projections, router, shared
+    `duration_s` is what the simulated clock advances by. `rank_own_s[r]` is rank r's own
+    time, all of its own work: attention, projections, router, shared
     experts, dense MLP and head where they are the rank's own, memory-bound kernels, TP
     all-reduce and MTP draft (0 for an idle rank; the lock-step group waits for the slowest).
     `ops` maps op name to its time on the critical path (ops sum to duration_s up to overlap,
@@ -74,15 +74,15 @@ class StepCost:
     """
 
     duration_s: float
-    rank_attention_s: FloatArray
+    rank_own_s: FloatArray
     ops: dict[str, OpTime] = field(default_factory=dict)
     overlap_saved_s: float = 0.0
 
     @property
     def rank_imbalance(self) -> float:
-        """max/mean of the ranks' own time, `rank_attention_s` (1.0 = perfectly balanced)."""
-        mean = float(self.rank_attention_s.mean()) if self.rank_attention_s.size else 0.0
-        return float(self.rank_attention_s.max()) / mean if mean > 0 else 1.0
+        """max/mean of the ranks' own time, `rank_own_s` (1.0 = perfectly balanced)."""
+        mean = float(self.rank_own_s.mean()) if self.rank_own_s.size else 0.0
+        return float(self.rank_own_s.max()) / mean if mean > 0 else 1.0
 
 
 class StepCostModel(Protocol):

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from sim.cost.op_work import op_work
+from sim.cost.roofline import OpEstimate
 from sim.cost.table_grid import (
     MISMATCH,
     Grid,
@@ -47,16 +47,6 @@ from sim.specs.profile import (
 )
 
 Resources = tuple[float, float]  # roofline seconds of compute and of memory (link) traffic
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpEstimate:
-    """One op's time and where it came from."""
-
-    seconds: float
-    source: str  # "measured" | "published" | "roofline"
-    extrapolated: bool
-    detail: str
 
 
 def _key_distance(a: object, b: object) -> float:

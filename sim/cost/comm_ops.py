@@ -24,7 +24,8 @@ import numpy as np
 
 from sim.cost import comm
 from sim.cost.batch import BatchShape, OpTime
-from sim.cost.pricing import ZERO, Pricer, combine, log_bucket, scale
+from sim.cost.memo import round_to_bucket
+from sim.cost.pricing import ZERO, Pricer, combine, scale
 from sim.cost.routed import receive_skew
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
@@ -50,11 +51,19 @@ class CommLoad:
     decode_sender_tokens: float = 0.0
     decode_unit_tokens: float = 0.0
 
-    def key(self) -> tuple[int, ...]:
-        """2^(1/16) buckets of its token counts (memo keys of unit-wide work)."""
-        counts = [self.unit_tokens, self.rank_tokens, self.sender_tokens]
-        counts += [self.decode_unit_tokens, self.decode_sender_tokens]
-        return tuple(log_bucket(x) for x in counts)
+    def rounded(self) -> CommLoad:
+        """The same load with every token count at its 2^(1/16) bucket's centre: what the
+        unit-wide work of a step is priced for, so that its memo (keyed by the rounded load)
+        returns only what pricing would."""
+        r = round_to_bucket
+        return CommLoad(
+            rank_tokens=r(self.rank_tokens),
+            sender_tokens=r(self.sender_tokens),
+            unit_tokens=r(self.unit_tokens),
+            decode_only=self.decode_only,
+            decode_sender_tokens=r(self.decode_sender_tokens),
+            decode_unit_tokens=r(self.decode_unit_tokens),
+        )
 
     def scaled(self, share: float) -> CommLoad:
         """The same load with every token count times `share`."""

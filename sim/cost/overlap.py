@@ -24,15 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from sim.cost.batch import BatchShape, OpTime
-from sim.cost.comm_ops import CommLoad, micro_batch_loads, unit_comm_ops
-from sim.cost.elementwise import routed_elementwise
-from sim.cost.layer_ops import RankSegments
-from sim.cost.pricing import ZERO, Pricer, combine, log_bucket
-from sim.specs.deployment import Deployment
-from sim.specs.gpu import GpuSpec
+from sim.cost.batch import OpTime
 from sim.specs.model import ModelSpec
 
 # DeepEP's normal (prefill) kernels keep SMs busy moving data, so compute that overlaps them
@@ -153,140 +145,46 @@ def comm_time(ops: dict[str, OpTime]) -> float:
     return sum(ops[n].seconds for n in ("ep_dispatch", "ep_combine") if n in ops)
 
 
-class TwoBatchOverlap:
-    """What two-batch overlap saves in a step: mixed into `sim.cost.serving.ServingCostModel`,
-    whose rank and routed-expert pricing (the hooks below) it reuses and whose memos it fills.
-    """
+@dataclass(frozen=True)
+class MicroBatch:
+    """One micro-batch's priced stages over a step: its slowest rank's own work in the MoE
+    layers, one layer's routed experts (with their SiLU), its EP dispatch and combine over all
+    MoE layers, and the busiest sender's tokens per GPU (what DeepEP's send and receive kernels
+    work through)."""
 
-    model: ModelSpec
-    deployment: Deployment
-    gpu: GpuSpec
-    pricer: Pricer
-    _unit_memo: dict[tuple[object, ...], dict[str, OpTime]]
-    _micro_memo: dict[tuple[int, ...], tuple[float, float]]
+    rank_s: float
+    routed_s: float
+    dispatch_s: float
+    combine_s: float
+    sender_tokens_per_gpu: float
 
-    def _segments(self, batch: BatchShape, sel: np.ndarray) -> RankSegments:
-        raise NotImplementedError
 
-    def _rank_ops(self, s: RankSegments) -> dict[str, OpTime]:
-        raise NotImplementedError
+def moe_layers_s(model: ModelSpec, ops: dict[str, OpTime]) -> float:
+    """A rank's time in its MoE layers (`moe_layer_share`): what two-batch overlap splits."""
+    return sum(t.seconds * moe_layer_share(model, name) for name, t in ops.items())
 
-    def _routed_moe(self, unit_tokens: float, decode_only: bool) -> OpTime:
-        raise NotImplementedError
 
-    def _overlap_saving(
-        self,
-        batch: BatchShape,
-        load: CommLoad,
-        crit: int,
-        rank_s: np.ndarray,
-        tokens_r: np.ndarray,
-        unit_ops: dict[str, OpTime],
-        crit_ops: dict[str, OpTime],
-    ) -> float:
-        """Time two micro-batches save (negative when splitting costs more than it hides).
+def overlapped_s(
+    first: MicroBatch, second: MicroBatch, *, once_s: float, layers: int, decode_only: bool
+) -> float:
+    """A step's time with two-batch overlap: the work that runs once (`once_s`: dense layers,
+    head, MTP passes) and the two micro-batches scheduled layer by layer over `layers` MoE
+    layers on a compute and a communication stream (`micro_batch_step`).
 
-        Only the MoE layers are split (`moe_layer_share`): the critical rank's dense layers,
-        head and MTP passes (`crit_ops`) run once, whole. In the MoE layers each rank splits
-        its work in two (`_micro_batch_rank_s`), except a rank that cannot (one decode
-        request, or a one-token chunk): SGLang splits it into an empty micro-batch and a whole
-        one, so all its work and tokens go to the second. A micro-batch's rank work is the
-        largest part of a splitting rank, or a whole rank's work if that is longer. The routed
-        experts and the communication are re-priced for each micro-batch's tokens (the expert
-        weights are read twice; each exchange is again set by its busiest sender or
-        receiver), and the two are scheduled layer by layer on a compute and a communication
-        stream (`micro_batch_step`), with the low-latency kernels' send and receive on the
-        compute stream. With no rank splitting, nothing is hidden or added.
-        """
-        n_r = np.bincount(batch.rank, minlength=batch.num_ranks)
-        whole = np.zeros(batch.num_ranks, dtype=bool)
-        if (n_r == 1).any():
-            unsplit = (n_r[batch.rank] == 1) & (batch.is_decode | (batch.new_tokens < 2))
-            whole[batch.rank[unsplit]] = True
-        split = (n_r > 0) & ~whole
-        if not split.any():
-            return 0.0
-        # a micro-batch lasts as long as its slowest rank's part. Decode ranks' parts follow
-        # their whole work (the slowest one's are the largest); a prefill rank's need not
-        # (each part of a chunk reads its whole prefix), so each is priced
-        has_prefill = np.zeros(batch.num_ranks, dtype=bool)
-        if not load.decode_only:
-            has_prefill[batch.rank[~batch.is_decode]] = True
-        candidates = np.flatnonzero(split & has_prefill).tolist()
-        if (split & ~has_prefill).any():
-            candidates.append(int(np.argmax(np.where(split & ~has_prefill, rank_s, -1.0))))
-        parts = [self._micro_batch_rank_s(batch, r) for r in candidates]
-        attn = [max(p[0] for p in parts), max(p[1] for p in parts)]
-        if whole.any():  # the slowest whole rank's MoE layers, all in the second
-            r = int(np.argmax(np.where(whole, rank_s, -1.0)))
-            attn[1] = max(
-                attn[1], self._moe_layers_s(self._rank_ops(self._segments(batch, batch.rank == r)))
-            )
-        m, decode_only = self.model, load.decode_only
-        layers = m.moe_layers
-        # compute sharing SMs with DeepEP's normal kernels runs on the SMs they leave free
-        slow = 1.0 if decode_only else 1.0 / (1.0 - NORMAL_KERNEL_SM_SHARE)
-        stages = []
-        micro = micro_batch_loads(load, batch, tokens_r, crit, whole)
-        for a, part in zip(attn, micro, strict=True):
-            ops = self._micro_unit_ops(part)
-            moe, comm = ops["moe_routed"].seconds * slow, (ops["ep_dispatch"], ops["ep_combine"])
-            dispatch, combine_s = (t.seconds / layers for t in comm)
-            send = recv = 0.0
-            if decode_only and dispatch + combine_s > 0:  # hook-mode kernels on the compute stream
-                per_rank = part.sender_tokens / self.deployment.attn_tp / LOW_LATENCY_TRACE_TOKENS
-                send, recv = LOW_LATENCY_SEND_S * per_rank, LOW_LATENCY_RECV_S * per_rank
-                dispatch, combine_s = (max(t - send - recv, 0.0) for t in (dispatch, combine_s))
-            stages.append(Stage(a / layers * slow, dispatch, moe, combine_s, send, recv))
-        once = float(rank_s[crit]) - self._moe_layers_s(crit_ops)  # dense layers, head, MTP
-        overlapped = once + micro_batch_step(stages[0], stages[1], layers)
-        moe_serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
-        return float(rank_s[crit]) + moe_serial + comm_time(unit_ops) - overlapped
-
-    def _moe_layers_s(self, ops: dict[str, OpTime]) -> float:
-        """A rank's time in its MoE layers: what two-batch overlap splits."""
-        return sum(t.seconds * moe_layer_share(self.model, name) for name, t in ops.items())
-
-    def _micro_unit_ops(self, load: CommLoad) -> dict[str, OpTime]:
-        """One micro-batch's routed experts (one layer, with their SiLU, which runs between up
-        and down) and its communication (every layer), memoised like `_unit_ops`."""
-        key = ("micro", load.decode_only, *load.key())
-        hit = self._unit_memo.get(key)
-        if hit is None:
-            m, d, pr, n = self.model, self.deployment, self.pricer, load.unit_tokens
-            gemms = self._routed_moe(n, load.decode_only)
-            act = routed_elementwise(pr, m, d, n, load.decode_only, load.sender_tokens)
-            hit = {"moe_routed": combine(gemms, act)}
-            hit.update(unit_comm_ops(pr, m, d, self.gpu, load))
-            hit.setdefault("ep_dispatch", ZERO)
-            hit.setdefault("ep_combine", ZERO)
-            self._unit_memo[key] = hit
-        return hit
-
-    def _micro_batch_rank_s(self, batch: BatchShape, rank: int) -> tuple[float, float]:
-        """A rank's own work in the MoE layers of each of its two micro-batches
-        (`RankSegments.split_in_two`), each priced on its own, per step. At decode batch sizes
-        a micro-batch's projection GEMMs read the same weights for half the tokens, so it
-        costs more than half; at
-        prefill sizes (compute-bound) about half, plus its launches. Decode-only ranks are
-        memoised like whole decode ranks."""
-        sel = batch.rank == rank
-        if not bool(batch.is_decode[sel].all()):
-            return self._parts_s(self._segments(batch, sel))
-        k = batch.kv_tokens[sel]
-        order = np.argsort(k, kind="stable")
-        halves = [order[0::2], order[1::2]]
-        key: tuple[int, ...] = (int(batch.new_tokens[sel].max()),)
-        for idx in halves:
-            key += (len(idx), log_bucket(float(k[idx].sum())))
-        hit = self._micro_memo.get(key)
-        if hit is None:
-            hit = self._parts_s(self._segments(batch, sel))
-            if len(self._micro_memo) > 100_000:
-                self._micro_memo.clear()
-            self._micro_memo[key] = hit
-        return hit
-
-    def _parts_s(self, s: RankSegments) -> tuple[float, float]:
-        a, b = (self._moe_layers_s(self._rank_ops(p)) for p in s.split_in_two())
-        return a, b
+    In a decode-only step DeepEP's low-latency kernels run in hook mode: their send and receive
+    kernels sit on the compute stream, the rest of each exchange is transfer. In a step with
+    prefill the normal kernels hold `NORMAL_KERNEL_SM_SHARE` of the SMs, and the compute that
+    overlaps them runs on the rest."""
+    slow = 1.0 if decode_only else 1.0 / (1.0 - NORMAL_KERNEL_SM_SHARE)
+    stages = []
+    for mb in (first, second):
+        dispatch, combine_s = mb.dispatch_s / layers, mb.combine_s / layers
+        send = recv = 0.0
+        if decode_only and dispatch + combine_s > 0:
+            per_rank = mb.sender_tokens_per_gpu / LOW_LATENCY_TRACE_TOKENS
+            send, recv = LOW_LATENCY_SEND_S * per_rank, LOW_LATENCY_RECV_S * per_rank
+            dispatch, combine_s = (max(t - send - recv, 0.0) for t in (dispatch, combine_s))
+        stages.append(
+            Stage(mb.rank_s / layers * slow, dispatch, mb.routed_s * slow, combine_s, send, recv)
+        )
+    return once_s + micro_batch_step(stages[0], stages[1], layers)

@@ -15,21 +15,22 @@ only an approximate split (a derived fixed part up to 2.2x the table's), so both
 scaled so that the shape's own work costs exactly its estimate. The step's actual work (every
 request's own context counted) is then priced with the three, so the launch is paid once per
 call whatever the ratio of actual to reference work, and a roofline-priced op over segments of
-unlike shapes is priced at its own bound. The rates are memoised per shape bucket (2^(1/16) steps
-per numeric attribute). Ops outside the vocabulary are priced by the roofline fallback: GQA and
-linear-attention cores at the profile's attention efficiency (as MLA cores without a table
-are), the rest at its GEMM efficiency.
+unlike shapes is priced at its own bound. The rates are memoised per shape (its attributes
+exactly: a memo entry is what pricing that shape gives; callers round their shapes, e.g.
+`sim.cost.rank_shape`, so that shapes repeat). Ops outside the vocabulary are priced by the
+roofline fallback: GQA and linear-attention cores at the profile's attention efficiency (as
+MLA cores without a table are), the rest at its GEMM efficiency.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from sim.cost.batch import OpTime
+from sim.cost.memo import BoundedCache
 from sim.cost.op_work import op_work
-from sim.cost.roofline import Estimate, OpEstimator, RooflineCost
+from sim.cost.roofline import OpEstimate, OpEstimator, RooflineCost
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import MlaSpec
 from sim.specs.profile import COMM_OPS, OP_ATTRIBUTES
@@ -41,15 +42,7 @@ FALLBACK_ATTENTION_OPS = frozenset({"gqa_decode", "gqa_prefill", "kda"})
 Attrs = Mapping[str, object]
 
 
-def log_bucket(x: float) -> int:
-    """Integer 2^(1/16) bucket of a positive number (0 and below share one bucket)."""
-    return round(math.log2(x) * 16) if x > 0 else -(10**6)
-
-
-def _bucket(v: object) -> object:
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return log_bucket(float(v))
-    return v
+RATE_MEMO_ENTRIES = 200_000
 
 
 @dataclass(frozen=True)
@@ -68,7 +61,7 @@ class _Rate:
         return OpTime(seconds=seconds, source=self.source, extrapolated=self.extrapolated)
 
 
-def _rate(price: Callable[[float, float], Estimate], compute_s: float, memory_s: float) -> _Rate:
+def _rate(price: Callable[[float, float], OpEstimate], compute_s: float, memory_s: float) -> _Rate:
     """An estimator's rates at one shape. `price(x, y)` prices x times the reference FLOPs and
     y times its bytes, whose roofline times are `compute_s` and `memory_s`. The fixed part is
     what doubling the work does not double."""
@@ -93,14 +86,16 @@ def _rate(price: Callable[[float, float], Estimate], compute_s: float, memory_s:
 
 @dataclass
 class Pricer:
-    """Prices ops for one deployment; each shape bucket's rates memoised."""
+    """Prices ops for one deployment; each shape's rates memoised."""
 
     gpu: GpuSpec
     estimator: OpEstimator
     mla_spec: MlaSpec | None = None
     fallback: OpEstimator | None = None
     attention_fallback: OpEstimator | None = None  # FALLBACK_ATTENTION_OPS (default: fallback)
-    _memo: dict[tuple[object, ...], _Rate] = field(default_factory=dict)
+    _memo: BoundedCache[tuple[object, ...], _Rate] = field(
+        default_factory=lambda: BoundedCache(RATE_MEMO_ENTRIES)
+    )
 
     def has_table(self, op: str) -> bool:
         """Whether the estimator holds a measured or published table for `op`."""
@@ -112,11 +107,8 @@ class Pricer:
         memory_s = bytes_ / self.gpu.hbm_bytes_per_s
         if compute_s <= 0.0 and memory_s <= 0.0:
             return ZERO
-        memo_key = (op, dtype, *((k, _bucket(v)) for k, v in sorted(attrs.items())))
-        hit = self._memo.get(memo_key)
-        if hit is None:
-            hit = self._rate(op, attrs, flops, bytes_, dtype)
-            self._memo[memo_key] = hit
+        memo_key = (op, dtype, *sorted(attrs.items()))
+        hit = self._memo.get(memo_key, lambda: self._rate(op, attrs, flops, bytes_, dtype))
         return hit.time(compute_s, memory_s)
 
     def _rate(self, op: str, attrs: Attrs, flops: float, bytes_: float, dtype: str) -> _Rate:
@@ -128,7 +120,7 @@ class Pricer:
             if op in FALLBACK_ATTENTION_OPS and self.attention_fallback is not None:
                 estimator = self.attention_fallback
 
-        def price(x: float, y: float) -> Estimate:
+        def price(x: float, y: float) -> OpEstimate:
             return estimator.estimate(
                 op, key=attrs, point={}, flops=x * flops, bytes_=y * bytes_, dtype=dtype
             )
@@ -141,28 +133,24 @@ class Pricer:
         if bytes_ <= 0.0:
             return ZERO
         ideal = bytes_ / link_bytes_per_s
-        memo_key = ("link", op, *((k, _bucket(v)) for k, v in sorted(attrs.items())))
-        hit = self._memo.get(memo_key)
-        if hit is None:
-            assert op in COMM_OPS, op
-            _, ref_bytes = op_work(op, attrs)
-            link_fn = getattr(self.estimator, "link_seconds", None)
-            if link_fn is None or ref_bytes <= 0:
-                hit = _Rate(0.0, 1.0, 0.0, "roofline", False)
-            else:
+        memo_key = ("link", op, *sorted(attrs.items()))
+        return self._memo.get(memo_key, lambda: self._link_rate(op, attrs, link_bytes_per_s)).time(
+            0.0, ideal
+        )
 
-                def price(_: float, y: float) -> Estimate:
-                    return link_fn(  # type: ignore[no-any-return]
-                        op,
-                        key=attrs,
-                        point={},
-                        bytes_=y * ref_bytes,
-                        link_bytes_per_s=link_bytes_per_s,
-                    )
+    def _link_rate(self, op: str, attrs: Attrs, link_bytes_per_s: float) -> _Rate:
+        assert op in COMM_OPS, op
+        _, ref_bytes = op_work(op, attrs)
+        link_fn = getattr(self.estimator, "link_seconds", None)
+        if link_fn is None or ref_bytes <= 0:
+            return _Rate(0.0, 1.0, 0.0, "roofline", False)
 
-                hit = _rate(price, 0.0, ref_bytes / link_bytes_per_s)
-            self._memo[memo_key] = hit
-        return hit.time(0.0, ideal)
+        def price(_: float, y: float) -> OpEstimate:
+            return link_fn(  # type: ignore[no-any-return]
+                op, key=attrs, point={}, bytes_=y * ref_bytes, link_bytes_per_s=link_bytes_per_s
+            )
+
+        return _rate(price, 0.0, ref_bytes / link_bytes_per_s)
 
 
 def combine(*times: OpTime) -> OpTime:

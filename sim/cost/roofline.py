@@ -14,22 +14,13 @@ from sim.specs.gpu import GpuSpec
 
 
 @dataclass(frozen=True, kw_only=True)
-class OpEstimateLike:
+class OpEstimate:
+    """An estimator's time for one op, where it came from, and how it was read."""
+
     seconds: float
-    source: str
+    source: str  # "measured" | "published" | "roofline"
     extrapolated: bool = False
     detail: str = ""
-
-
-class Estimate(Protocol):
-    """An op's priced time: seconds, the source of the figure, whether it was extrapolated."""
-
-    @property
-    def seconds(self) -> float: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def extrapolated(self) -> bool: ...
 
 
 class OpEstimator(Protocol):
@@ -44,7 +35,7 @@ class OpEstimator(Protocol):
         flops: float,
         bytes_: float,
         dtype: str = "bf16",
-    ) -> Estimate: ...
+    ) -> OpEstimate: ...
 
 
 def roofline_seconds(gpu: GpuSpec, flops: float, bytes_: float, dtype: str = "bf16") -> float:
@@ -70,9 +61,9 @@ class RooflineCost:
         flops: float,
         bytes_: float,
         dtype: str = "bf16",
-    ) -> OpEstimateLike:
+    ) -> OpEstimate:
         t = max(
             flops / (self.gpu.peak_flops_per_s(dtype) * self.compute_efficiency),
             bytes_ / (self.gpu.hbm_bytes_per_s * self.memory_efficiency),
         )
-        return OpEstimateLike(seconds=t + self.launch_overhead_s, source="roofline")
+        return OpEstimate(seconds=t + self.launch_overhead_s, source="roofline")

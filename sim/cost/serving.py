@@ -9,45 +9,48 @@ behind the other's compute. Every op carries the source of its time.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from sim.cost.batch import BatchShape, OpTime, StepCost
 from sim.cost.calibrated import CalibratedCost, check_model
-from sim.cost.comm_ops import (
-    CommLoad,
-    comm_loads,
-    draft_comm,
-    layer_comm_ops,
-    tp_allreduce,
-    unit_comm_ops,
-)
-from sim.cost.dense import unit_dense_ops
+from sim.cost.comm_ops import CommLoad, comm_loads, micro_batch_loads
 from sim.cost.dispatch import Segments, choose_paths
-from sim.cost.elementwise import draft_elementwise, rank_elementwise, routed_elementwise
-from sim.cost.head import sampled_rows, unit_head
 from sim.cost.layer_ops import (
     RankContext,
     RankSegments,
-    ffn_rank_ops,
-    gemm,
-    gqa_layer,
-    linear_attention_layer,
-    mla_layer,
 )
+from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
 from sim.cost.overheads import engine_overheads
-from sim.cost.overlap import TwoBatchOverlap, comm_time
-from sim.cost.pricing import Pricer, combine, scale, total_seconds
+from sim.cost.overlap import MicroBatch, comm_time, moe_layers_s, overlapped_s
+from sim.cost.pricing import Pricer, total_seconds
+from sim.cost.rank_shape import RankShape, decode_shapes, rank_shape, shape_segments
+from sim.cost.rank_work import rank_ops
 from sim.cost.roofline import OpEstimator, RooflineCost
-from sim.cost.routed import routed_gemms
+from sim.cost.unit_work import micro_batch_ops, unit_head_ops, unit_ops
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
 from sim.specs.profile import Profile
 
+# memo sizes: a long run meets a few thousand rank shapes; the bound keeps a sweep's worker
+# from growing without end
+RANK_MEMO_ENTRIES = 50_000
+UNIT_MEMO_ENTRIES = 50_000
 
-class ServingCostModel(TwoBatchOverlap):
+
+@dataclass(frozen=True)
+class RankWork:
+    """All of one rank's own work in a step: its total and its ops."""
+
+    seconds: float
+    ops: dict[str, OpTime]
+
+
+class ServingCostModel:
     """Prices steps of one deployment (model x GPU x layout), from a profile or the roofline."""
 
     def __init__(
@@ -110,9 +113,13 @@ class ServingCostModel(TwoBatchOverlap):
             chunk_tokens=d.chunked_prefill_tokens,
             topk_in_indexer=_indexer_times_topk(profile),
         )
-        self._decode_memo: dict[tuple[int, ...], tuple[float, dict[str, OpTime]]] = {}
-        self._unit_memo: dict[tuple[object, ...], dict[str, OpTime]] = {}
-        self._micro_memo: dict[tuple[int, ...], tuple[float, float]] = {}
+        self._rank_memo: BoundedCache[RankShape, RankWork] = BoundedCache(RANK_MEMO_ENTRIES)
+        self._parts_memo: BoundedCache[RankShape, tuple[float, float]] = BoundedCache(
+            RANK_MEMO_ENTRIES
+        )
+        self._unit_memo: BoundedCache[tuple[object, ...], dict[str, OpTime]] = BoundedCache(
+            UNIT_MEMO_ENTRIES
+        )
 
     # -- memory facts the engine and results need ---------------------------------------------
     @property
@@ -130,9 +137,11 @@ class ServingCostModel(TwoBatchOverlap):
 
     # -- step pricing ------------------------------------------------------------------------
     def step_cost(self, batch: BatchShape) -> StepCost:
+        """The step's duration and breakdown: a pure function of `batch` (ranks are priced at
+        their `RankShape`, unit-wide work at its rounded `CommLoad`)."""
         ranks = batch.num_ranks
         if batch.size == 0:
-            return StepCost(duration_s=0.0, rank_attention_s=np.zeros(ranks))
+            return StepCost(duration_s=0.0, rank_own_s=np.zeros(ranks))
         rank, dec = batch.rank, batch.is_decode
         n_r = np.bincount(rank, minlength=ranks)
         new = batch.new_tokens
@@ -141,26 +150,24 @@ class ServingCostModel(TwoBatchOverlap):
             tokens_r = n_r * float(new[0])  # float array
         else:
             tokens_r = np.bincount(rank, weights=new.astype(np.float64), minlength=ranks)
-        rank_s = np.zeros(ranks)
-        rank_ops: dict[int, dict[str, OpTime]] = {}
         mixed = np.zeros(ranks, dtype=bool)
-        if not dec.all():
-            mixed[rank[~dec]] = True
-            for r in np.flatnonzero(mixed):  # ranks running prefill chunks: priced exactly
-                rank_ops[int(r)] = self._rank_ops(self._segments(batch, rank == r))
-                rank_s[r] = total_seconds(rank_ops[int(r)])
+        mixed[rank[~dec]] = True
         busy_decode = ~mixed & (n_r > 0)
-        if busy_decode.any():  # decode-only ranks: memoised by (batch, S, context sums)
-            self._price_decode_ranks(batch, busy_decode, n_r, rank_s, rank_ops)
+        shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode)
+        works = [self._rank_work(s) for s in shapes]
+        totals = np.asarray([w.seconds for w in works] + [0.0])
+        rank_s = totals[index]  # idle ranks index the trailing 0
         crit = int(np.argmax(rank_s))
-        if crit not in rank_ops:  # ties: a decode rank priced alike
-            crit = max(rank_ops, key=lambda r: rank_s[r])
+        crit_work = works[int(index[crit])]
         mtp = self.deployment.mtp_draft_tokens > 0
-        load, draft, extend = comm_loads(batch, tokens_r, crit, mtp=mtp)
+        load, draft, extend = (
+            None if x is None else x.rounded() for x in comm_loads(batch, tokens_r, crit, mtp=mtp)
+        )
+        assert load is not None
         unit_ops = self._unit_ops(load, draft, extend)
-        ops = {**rank_ops[crit], **unit_ops}
+        ops = {**crit_work.ops, **unit_ops}
         if self.deployment.lm_head == "unit":
-            ops.update(self._unit_head(batch))
+            ops.update(unit_head_ops(self.pricer, self.ctx, self.deployment, self.gpu, batch))
         duration = sum(t.seconds for t in ops.values())
         saved = 0.0
         # SGLang splits a step into two micro-batches only when every busy DP rank runs the same
@@ -168,197 +175,169 @@ class ServingCostModel(TwoBatchOverlap):
         # decode; a step where some ranks prefill while others decode runs whole
         modes_agree = not (mixed.any() and busy_decode.any())
         if self.deployment.two_batch_overlap and modes_agree and comm_time(unit_ops) > 0:
-            saved = self._overlap_saving(
-                batch, load, crit, rank_s, tokens_r, unit_ops, rank_ops[crit]
-            )
+            args = (batch, load, rank_s, tokens_r, crit, shapes, index, unit_ops)
+            saved = self._overlap_saving(*args)
             duration -= saved
-        return StepCost(
-            duration_s=duration, rank_attention_s=rank_s, ops=ops, overlap_saved_s=saved
-        )
+        return StepCost(duration_s=duration, rank_own_s=rank_s, ops=ops, overlap_saved_s=saved)
 
-    def _segments(self, batch: BatchShape, sel: np.ndarray) -> RankSegments:
-        """One rank's segments with the MLA path its own forward batch dispatches to."""
-        q, k, dec = batch.new_tokens[sel], batch.kv_tokens[sel], batch.is_decode[sel]
-        if self.model.attention == "mla":
-            seg = Segments(new_tokens=q, kv_tokens=k, is_decode=dec)
-            policy, heads = self.deployment.mla_policy, self.ctx.heads
-            paths = choose_paths(policy, self.model, seg, sparse=self.sparse, heads=heads)
-        else:
-            paths = np.zeros(len(q), dtype=np.int8)
-        samples = None if batch.samples_token is None else batch.samples_token[sel]
-        return RankSegments(
-            q=q.astype(np.float64),
-            k=k.astype(np.float64),
-            is_decode=dec,
-            path=paths,
-            samples=samples,
-        )
-
-    def _price_decode_ranks(
-        self,
-        batch: BatchShape,
-        busy: np.ndarray,
-        n_r: np.ndarray,
-        rank_s: np.ndarray,
-        rank_ops: dict[int, dict[str, OpTime]],
-    ) -> None:
-        """Price decode-only ranks. Ranks with the same batch size, verify width and context sums
-        (to 2^(1/16)) share one pricing, memoised across steps."""
+    def _rank_shapes(
+        self, batch: BatchShape, n_r: np.ndarray, mixed: np.ndarray, busy_decode: np.ndarray
+    ) -> tuple[list[RankShape], NDArray[np.intp]]:
+        """The distinct shapes of the step's busy ranks and each rank's index into them (idle
+        ranks: one past the end). Decode-only ranks whose requests share one width and path
+        are shaped together, vectorised."""
         ranks, rank = batch.num_ranks, batch.rank
-        k = batch.kv_tokens.astype(np.float64)
-        s_q = int(batch.new_tokens[batch.is_decode].max())
-        sig = n_r.astype(np.int64) << 40
-        sig += _buckets(np.bincount(rank, weights=k, minlength=ranks)) + 1024
-        busy_ranks = np.flatnonzero(busy)
-        uniq, first, inverse = np.unique(sig[busy_ranks], return_index=True, return_inverse=True)
-        totals = np.empty(len(uniq))
-        for i, key in enumerate(uniq.tolist()):
-            hit = self._decode_memo.get((s_q, key))
-            if hit is None:
-                r = int(busy_ranks[first[i]])
-                ops = self._rank_ops(self._segments(batch, rank == r))
-                hit = (total_seconds(ops), ops)
-                if len(self._decode_memo) > 100_000:
-                    self._decode_memo.clear()
-                self._decode_memo[(s_q, key)] = hit
-            totals[i] = hit[0]
-        rank_s[busy_ranks] = totals[inverse]
-        crit = int(np.argmax(totals))
-        rank_ops[int(busy_ranks[first[crit]])] = self._decode_memo[(s_q, int(uniq[crit]))][1]
+        shapes: list[RankShape] = []
+        index = np.full(ranks, 0, dtype=np.intp)
+        alone = np.flatnonzero(mixed).tolist()
+        if busy_decode.any():
+            everyone = not alone  # a decode-only step: no segment to select
+            sel = slice(None) if everyone else busy_decode[rank]
+            q, k = batch.new_tokens[sel], batch.kv_tokens[sel]
+            paths = self._paths(q, k, batch.is_decode[sel])
+            rs = np.flatnonzero(busy_decode)
+            if int(q.min()) == int(q.max()) and int(paths.min()) == int(paths.max()):
+                kv = k.astype(np.float64)
+                kv_sum = np.bincount(rank[sel], weights=kv, minlength=ranks)[rs].astype(np.float64)
+                shapes, index[rs] = decode_shapes(n_r[rs], kv_sum, int(q[0]), int(paths[0]))
+            else:
+                alone += rs.tolist()
+        for r in alone:  # ranks with prefill chunks (and mixed decode widths): one at a time
+            sel = rank == r
+            q, k, dec = batch.new_tokens[sel], batch.kv_tokens[sel], batch.is_decode[sel]
+            samples = None if batch.samples_token is None else batch.samples_token[sel]
+            index[r] = len(shapes)
+            shapes.append(rank_shape(q, k, dec, self._paths(q, k, dec), samples))
+        index[n_r == 0] = len(shapes)
+        return shapes, index
+
+    def _paths(
+        self, q: NDArray[np.int64], k: NDArray[np.int64], dec: NDArray[np.bool_]
+    ) -> NDArray[np.int8]:
+        """The MLA path of each segment of one rank's forward batch (or of decode segments
+        alone, which every policy decides one by one)."""
+        if self.model.attention != "mla":
+            return np.zeros(len(q), dtype=np.int8)
+        seg = Segments(new_tokens=q, kv_tokens=k, is_decode=dec)
+        policy, heads = self.deployment.mla_policy, self.ctx.heads
+        return choose_paths(policy, self.model, seg, sparse=self.sparse, heads=heads)
+
+    def _rank_work(self, shape: RankShape) -> RankWork:
+        """All of one rank's own work at `shape`, memoised."""
+
+        def price() -> RankWork:
+            ops = self._rank_ops(shape_segments(shape))
+            return RankWork(seconds=total_seconds(ops), ops=ops)
+
+        return self._rank_memo.get(shape, price)
 
     def _rank_ops(self, s: RankSegments) -> dict[str, OpTime]:
-        """All of one rank's own work in a step (every layer), by op."""
-        m, c, pr = self.model, self.ctx, self.pricer
-        layer = mla_layer(pr, c, s) if m.attention == "mla" else gqa_layer(pr, c, s)
-        ops = {name: scale(t, m.attention_layers) for name, t in layer.items()}
-        if m.linear_attention:
-            ops["kda"] = scale(linear_attention_layer(pr, c, s), m.linear_attention.num_layers)
-        own_dense = self.deployment.dense_ffn != "unit"  # else unit-wide (`unit_dense_ops`)
-        ffn = ffn_rank_ops(pr, c, s.tokens, dense=own_dense)
-        ops["moe_gate"] = scale(ffn["moe_gate"], m.moe_layers)
-        ops["moe_shared"] = scale(ffn["moe_shared"], m.moe_layers)
-        if own_dense:
-            ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
-        own_head = self.deployment.lm_head == "rank"  # else unit-wide (`_unit_head`)
-        if own_head:
-            ops["lm_head"] = self._head(float(s.q[s.is_decode].sum() + s.sampling_prefills))
-        ops["elementwise"] = rank_elementwise(pr, c, s)
-        if c.tp > 1:
-            allreduce = tp_allreduce(pr, m, self.deployment, self.gpu, s.tokens)
-            ops["tp_allreduce"] = scale(allreduce, m.num_layers)
-        drafts = self.deployment.mtp_draft_tokens
-        dec = s.is_decode
-        if drafts and dec.any():
-            n = int(dec.sum())
-            rows = float(n) if own_head else 0.0  # one logits row per request and pass
-            ops["mtp_draft"] = combine(
-                *(
-                    scale(self._mtp_module(self._draft_segments(s, q), rows), times)
-                    for q, times in draft_passes(drafts)
-                )
-            )
-        if drafts and not dec.all():  # the module's extend over the prompt fills its own KV
-            pre = ~dec
-            chunks = RankSegments(q=s.q[pre], k=s.k[pre], is_decode=dec[pre], path=s.path[pre])
-            rows = float(s.sampling_prefills) if own_head else 0.0
-            ops["mtp_prefill"] = self._mtp_module(chunks, rows)
-        return ops
-
-    @staticmethod
-    def _draft_segments(s: RankSegments, width: int) -> RankSegments:
-        """A rank's decode requests as one MTP pass of `width` tokens each, over their caches."""
-        dec = s.is_decode
-        q = np.full(int(dec.sum()), float(width))
-        return RankSegments(q=q, k=s.k[dec], is_decode=dec[dec], path=s.path[dec])
-
-    def _head(self, tokens: float) -> OpTime:
-        """Logits of `tokens` rows: lm_head is held and run in BF16 whatever the weights'
-        dtype (vocab-parallel over attention TP)."""
-        m, c = self.model, self.ctx
-        return gemm(self.pricer, c, tokens, m.hidden_size, m.vocab_size // c.tp, "bf16")
-
-    def _unit_head(self, batch: BatchShape) -> dict[str, OpTime]:
-        """The head split over the unit (`sim.cost.head`): the step's logits rows in one pass,
-        and, with MTP, each draft pass's (a row per decode request) and the MTP module's over
-        completed prompts."""
-        args = (self.pricer, self.ctx, self.deployment, self.gpu)
-        rows = sampled_rows(batch)
-        passes = [(rows, 1)]
-        drafts = self.deployment.mtp_draft_tokens
-        if drafts:
-            dec = batch.is_decode
-            passes.append((float(np.count_nonzero(dec)), drafts))
-            passes.append((rows - float(batch.new_tokens[dec].sum()), 1))  # completed prompts
-        out: dict[str, OpTime] = {}
-        for rows, times in passes:
-            for name, t in unit_head(*args, rows).items():
-                out[name] = combine(out[name], scale(t, times)) if name in out else scale(t, times)
-        return out
-
-    def _mtp_module(self, s: RankSegments, logits: float) -> OpTime:
-        """One forward of the MTP module over segments `s` on a rank: the BF16 eh_proj of the
-        embedding and hidden state, one attention layer, the MoE layer's gate and shared
-        experts (its routed experts are unit-wide), its kernels, and `logits` head rows."""
-        m, c, pr = self.model, self.ctx, self.pricer
-        layer = mla_layer(pr, c, s) if m.attention == "mla" else gqa_layer(pr, c, s)
-        return combine(
-            *layer.values(),
-            *ffn_rank_ops(pr, c, s.tokens, dense=False).values(),
-            draft_elementwise(pr, c, s),
-            gemm(pr, c, s.tokens, 2 * m.hidden_size, m.hidden_size, "bf16"),
-            self._head(logits),
-        )
-
-    def _routed_moe(self, unit_tokens: float, decode_only: bool) -> OpTime:
-        """One MoE layer's routed-expert GEMMs on the busiest EP GPU."""
-        return routed_gemms(self.pricer, self.model, self.deployment, unit_tokens, decode_only)
+        return rank_ops(self.pricer, self.ctx, self.deployment, self.gpu, s)
 
     def _unit_ops(
         self, load: CommLoad, draft: CommLoad | None, extend: CommLoad | None
     ) -> dict[str, OpTime]:
-        """Unit-wide ops (routed experts, communication), memoised per 2^(1/16) token bucket.
-        `draft`: the MTP draft passes' load; `extend`: the MTP module's over prompt chunks."""
-        key: tuple[object, ...] = (load.decode_only, *load.key())
-        for extra in (draft, extend):
-            key += (extra.key(),) if extra else (None,)
-        hit = self._unit_memo.get(key)
-        if hit is None:
-            hit = self._unit_ops_uncached(load, draft, extend)
-            if len(self._unit_memo) > 100_000:
-                self._unit_memo.clear()
-            self._unit_memo[key] = hit
-        return hit
+        """Unit-wide ops (`sim.cost.unit_work`) of rounded loads, memoised by them."""
+        args = (self.pricer, self.ctx, self.deployment, self.gpu)
+        return self._unit_memo.get(
+            ("step", load, draft, extend), lambda: unit_ops(*args, load, draft, extend)
+        )
 
-    def _unit_ops_uncached(
-        self, load: CommLoad, draft: CommLoad | None, extend: CommLoad | None
-    ) -> dict[str, OpTime]:
-        m, d, pr, n = self.model, self.deployment, self.pricer, load.unit_tokens
-        ops = {"moe_routed": scale(self._routed_moe(n, load.decode_only), m.moe_layers)}
-        act = routed_elementwise(pr, m, d, n, load.decode_only, load.sender_tokens)
-        ops["moe_elementwise"] = scale(act, m.moe_layers)
-        drafts = d.mtp_draft_tokens
-        if draft is not None and draft.unit_tokens > 0:
-            passes = draft_passes(drafts)
-            moe = []
-            for width, times in passes:
-                n_dec = draft.unit_tokens * width
-                act = routed_elementwise(pr, m, d, n_dec, True)
-                moe.append(scale(combine(self._routed_moe(n_dec, True), act), times))
-            ops["mtp_draft_moe"] = combine(*moe)
-            comm = combine(
-                *(draft_comm(pr, m, d, self.gpu, draft.scaled(w), times) for w, times in passes)
+    def _micro_ops(self, load: CommLoad) -> dict[str, OpTime]:
+        """One micro-batch's routed experts and EP exchange at a rounded load, memoised."""
+        args = (self.pricer, self.model, self.deployment, self.gpu)
+        key = ("micro", load, None, None)
+        return self._unit_memo.get(key, lambda: micro_batch_ops(*args, load))
+
+    def _overlap_saving(
+        self,
+        batch: BatchShape,
+        load: CommLoad,
+        rank_s: np.ndarray,
+        tokens_r: np.ndarray,
+        crit: int,
+        shapes: list[RankShape],
+        index: NDArray[np.intp],
+        unit_ops: dict[str, OpTime],
+    ) -> float:
+        """Time two micro-batches save (negative when splitting costs more than it hides).
+
+        Only the MoE layers are split (`moe_layer_share`): the critical rank's dense layers,
+        head and MTP passes run once, whole. In the MoE layers each rank splits its work in two
+        (`RankSegments.split_in_two`), except a rank that cannot (one decode request, or a
+        one-token chunk): SGLang splits it into an empty micro-batch and a whole one, so all its
+        work and tokens go to the second. A micro-batch's rank work is the largest part of a
+        splitting rank, or a whole rank's work if that is longer. The routed experts and the
+        communication are re-priced for each micro-batch's tokens (the expert weights are read
+        twice; each exchange is again set by its busiest sender or receiver) and the stages
+        scheduled by `sim.cost.overlap.overlapped_s`. With no rank splitting, nothing is hidden
+        or added.
+        """
+        n_r = np.bincount(batch.rank, minlength=batch.num_ranks)
+        whole = np.zeros(batch.num_ranks, dtype=bool)
+        if (n_r == 1).any():
+            unsplit = (n_r[batch.rank] == 1) & (batch.is_decode | (batch.new_tokens < 2))
+            whole[batch.rank[unsplit]] = True
+        split = (n_r > 0) & ~whole
+        if not split.any():
+            return 0.0
+        # a micro-batch lasts as long as its slowest rank's part. Decode ranks' parts follow
+        # their whole work (the slowest one's are the largest); a prefill rank's need not
+        # (each part of a chunk reads its whole prefix), so each is priced
+        has_prefill = np.zeros(batch.num_ranks, dtype=bool)
+        if not load.decode_only:
+            has_prefill[batch.rank[~batch.is_decode]] = True
+        candidates = np.flatnonzero(split & has_prefill).tolist()
+        if (split & ~has_prefill).any():
+            candidates.append(int(np.argmax(np.where(split & ~has_prefill, rank_s, -1.0))))
+        # a part is less work than its whole rank, so costs no more (pricing is monotone in
+        # work): ranks whose whole MoE-layer work cannot raise either half's maximum are skipped
+        m = self.model
+        bound = {int(index[r]): moe_layers_s(m, self._rank_work(shapes[int(index[r])]).ops)
+                 for r in candidates}  # fmt: skip
+        attn = [0.0, 0.0]
+        for i in sorted(bound, key=lambda i: (-bound[i], i)):
+            if bound[i] <= min(attn):
+                break
+            first, second = self._parts_s(shapes[i])
+            attn = [max(attn[0], first), max(attn[1], second)]
+        if whole.any():  # the slowest whole rank's MoE layers, all in the second
+            r = int(np.argmax(np.where(whole, rank_s, -1.0)))
+            attn[1] = max(attn[1], moe_layers_s(m, self._rank_work(shapes[int(index[r])]).ops))
+        micro = []
+        loads = micro_batch_loads(load, batch, tokens_r, crit, whole)
+        for a, part in zip(attn, loads, strict=True):
+            part = part.rounded()
+            ops = self._micro_ops(part)
+            micro.append(
+                MicroBatch(
+                    rank_s=a,
+                    routed_s=ops["moe_routed"].seconds,
+                    dispatch_s=ops["ep_dispatch"].seconds,
+                    combine_s=ops["ep_combine"].seconds,
+                    sender_tokens_per_gpu=part.sender_tokens / self.deployment.attn_tp,
+                )
             )
-            if comm.seconds > 0:
-                ops["mtp_draft_comm"] = comm
-        if extend is not None and extend.unit_tokens > 0:  # the MTP module over prompt chunks
-            n_pre = extend.unit_tokens
-            act = routed_elementwise(pr, m, d, n_pre, False, extend.sender_tokens)
-            ops["mtp_prefill_moe"] = combine(self._routed_moe(n_pre, False), act)
-            ops["mtp_prefill_comm"] = combine(*layer_comm_ops(pr, m, d, self.gpu, extend).values())
-        ops.update(unit_comm_ops(pr, m, d, self.gpu, load))
-        if d.dense_ffn == "unit":
-            ops.update(unit_dense_ops(pr, self.ctx, d, self.gpu, load))
-        return ops
+        crit_ops = self._rank_work(shapes[int(index[crit])]).ops
+        once = float(rank_s[crit]) - moe_layers_s(m, crit_ops)  # dense layers, head, MTP
+        with_overlap = overlapped_s(
+            micro[0], micro[1], once_s=once, layers=m.moe_layers, decode_only=load.decode_only
+        )
+        serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
+        return float(rank_s[crit]) + serial + comm_time(unit_ops) - with_overlap
+
+    def _parts_s(self, shape: RankShape) -> tuple[float, float]:
+        """A rank's own work in the MoE layers of each of its two micro-batches, each priced
+        on its own, per step, memoised by the rank's shape. At decode batch sizes a
+        micro-batch's projection GEMMs read the same weights for half the tokens, so it costs
+        more than half; at prefill sizes (compute-bound) about half, plus its launches."""
+
+        def price() -> tuple[float, float]:
+            first, second = shape_segments(shape).split_in_two()
+            m = self.model
+            return moe_layers_s(m, self._rank_ops(first)), moe_layers_s(m, self._rank_ops(second))
+
+        return self._parts_memo.get(shape, price)
 
 
 def _indexer_times_topk(profile: Profile | None) -> bool:
@@ -367,20 +346,3 @@ def _indexer_times_topk(profile: Profile | None) -> bool:
     `fp8_mqa_logits` tables time the logits kernel only."""
     tables = [] if profile is None else profile.tables
     return any(t.op.startswith("dsa_indexer") and "topk" in t.impl for t in tables)
-
-
-def draft_passes(drafts: int) -> list[tuple[int, int]]:
-    """The MTP module's passes per decode step, as (tokens per request, times): SGLang's draft
-    extend after verify runs the module over each request's accepted tokens + 1, padded to
-    drafts + 1 for its CUDA graph (`forward_draft_extend_after_decode`), and yields the first
-    draft token; the other drafts - 1 tokens take one single-token pass each."""
-    passes = [(drafts + 1, 1)]
-    if drafts > 1:
-        passes.append((1, drafts - 1))
-    return passes
-
-
-def _buckets(x: np.ndarray) -> np.ndarray:
-    """Integer 2^(1/16) buckets of positive sums (0 stays its own bucket)."""
-    out: np.ndarray = np.where(x > 0, np.round(np.log2(np.maximum(x, 1e-9)) * 16), -1)
-    return out.astype(np.int64)

@@ -129,7 +129,7 @@ class StepLog:
         c["prefill_tokens"][i] = rec.prefill_tokens
         c["output_tokens"][i] = rec.output_tokens
         c["accept_tokens"][i] = rec.accept_tokens
-        c["imbalance"][i] = rank_imbalance(cost.rank_attention_s)
+        c["imbalance"][i] = rank_imbalance(cost.rank_own_s)
         c["kv_pages"][i] = rec.kv_pages
         c["overlap_saved_s"][i] = cost.overlap_saved_s
         self._batch[i] = rec.batch_per_rank

@@ -9,6 +9,7 @@ import pytest
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.batch import BatchShape
+from sim.cost.memo import round_to_bucket
 from sim.cost.memory import WEIGHT_BYTES, layer_params, plan_memory
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
@@ -62,8 +63,9 @@ def test_unit_dense_frees_seven_eighths_of_the_dense_weights() -> None:
         # each GPU receives the other 7 ranks' parts each way
         ([64] * 8, 2 * 7 * 64),
         # one busy rank: padding would move 8 x 64 rows, the ranks' 134 rows back to back in
-        # two ring all-reduces move fewer (SGLang's sum-len buffer)
-        ([64] + [10] * 7, 2 * 2 * 7 / 8 * 134),
+        # two ring all-reduces move fewer (SGLang's sum-len buffer); the unit's rows are
+        # priced at their 2^(1/16) bucket (`CommLoad.rounded`)
+        ([64] + [10] * 7, 2 * 2 * 7 / 8 * round_to_bucket(134)),
     ],
 )
 def test_unit_dense_gathers_the_cheaper_buffer_over_nvlink(
@@ -93,7 +95,7 @@ def test_unit_dense_sums_prefill_rows_without_padding() -> None:
     gather = step.ops["dense_gather"]
     r = H200_RL.roofline
     link = H200.nvlink_gb_s * 1e9 * r.comm_link_efficiency.value
-    nbytes = 2 * 2 * 7 / 8 * (4096 + 80) * V3.hidden_size * 2.0
+    nbytes = 2 * 2 * 7 / 8 * round_to_bucket(4096 + 80) * V3.hidden_size * 2.0
     assert gather.seconds == pytest.approx(3 * (nbytes / link + r.launch_overhead_us.value * 1e-6))
 
 
@@ -115,6 +117,6 @@ def test_tp_experts_gather_the_same_way() -> None:
     b = prefill_beside_decode()
     r = H200_RL.roofline
     link = H200.nvlink_gb_s * 1e9 * r.comm_link_efficiency.value
-    nbytes = 2 * 2 * 7 / 8 * (4096 + 80) * V3.hidden_size * 2.0
+    nbytes = 2 * 2 * 7 / 8 * round_to_bucket(4096 + 80) * V3.hidden_size * 2.0
     per_layer = nbytes / link + r.launch_overhead_us.value * 1e-6
     assert cm.step_cost(b).ops["dp_gather"].seconds == pytest.approx(V3.moe_layers * per_layer)

@@ -9,6 +9,7 @@ from test_serving import decode_batch
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost import elementwise as ew
+from sim.cost import rank_work
 from sim.cost.calibrated import CalibratedCost
 from sim.cost.dispatch import ABSORB, EXPAND
 from sim.cost.experts import busiest_gpu_tokens
@@ -247,11 +248,9 @@ def test_mtp_draft_counts_its_layer_kernels(monkeypatch: pytest.MonkeyPatch) -> 
     assert draft["mtp_input_norms"].layers == 2 and draft["router"].layers == 1
     assert "dense_silu_mul" not in draft
     # one draft: the draft extend runs the module over accepted + 1 tokens, padded to 2
-    extend = ServingCostModel._draft_segments(s, 2)
+    extend = rank_work.draft_segments(s, 2)
     alone = ew.draft_elementwise(cm.pricer, cm.ctx, extend).seconds
-    from sim.cost import serving
-
-    monkeypatch.setattr(serving, "draft_elementwise", lambda *a: ew.price(cm.pricer, []))
+    monkeypatch.setattr(rank_work, "draft_elementwise", lambda *a: ew.price(cm.pricer, []))
     cm2 = ServingCostModel(V3, H200, d, H200_RL)
     assert with_ew - cm2._rank_ops(s)["mtp_draft"].seconds == pytest.approx(alone, rel=1e-9)
 

@@ -7,10 +7,11 @@ import pytest
 
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
-from sim.cost import comm_ops, overlap, serving
+from sim.cost import comm_ops, unit_work
 from sim.cost.batch import BatchShape
 from sim.cost.comm import ep_copies
 from sim.cost.comm_ops import CommLoad
+from sim.cost.memo import round_to_bucket
 from sim.cost.op_work import op_work
 from sim.cost.routed import receive_skew
 from sim.cost.serving import ServingCostModel
@@ -102,7 +103,7 @@ def test_the_rank_with_most_tokens_sets_the_exchange() -> None:
     attention): the exchange is priced at the 128-token rank, as in a unit of 128 everywhere."""
     cm = ServingCostModel(V3, H800, ep32())
     imbalanced = cm.step_cost(unit([128] + [8] * 31, [100] + [20000] * 31))
-    assert int(np.argmax(imbalanced.rank_attention_s)) != 0  # attention's slowest is another
+    assert int(np.argmax(imbalanced.rank_own_s)) != 0  # attention's slowest is another
     full = cm.step_cost(unit([128] * 32, [2048] * 32))
     for a, b in zip(comm(imbalanced), comm(full), strict=True):
         assert a == pytest.approx(b, rel=1e-9)
@@ -115,13 +116,13 @@ def test_each_overlap_half_is_sized_by_its_busiest_sender(monkeypatch: pytest.Mo
         loads.append(args[-1])  # type: ignore[arg-type]
         return comm_ops.unit_comm_ops(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(serving, "unit_comm_ops", spy)
-    monkeypatch.setattr(overlap, "unit_comm_ops", spy)
+    monkeypatch.setattr(unit_work, "unit_comm_ops", spy)
     cm = ServingCostModel(V3, H800, ep32(two_batch_overlap=True))
     cm.step_cost(unit([128] + [8] * 31, [100] + [20000] * 31))
     full, half = loads
     assert full.sender_tokens == 128 and half.sender_tokens == 64
-    assert half.unit_tokens == (128 + 31 * 8) / 2 and half.rank_tokens == 4
+    # loads are priced at their 2^(1/16) bucket's centre (`CommLoad.rounded`)
+    assert half.unit_tokens == round_to_bucket((128 + 31 * 8) / 2) and half.rank_tokens == 4
 
 
 def test_mtp_draft_passes_pay_their_exchange() -> None:
@@ -132,7 +133,12 @@ def test_mtp_draft_passes_pay_their_exchange() -> None:
     d = ep32(mtp_draft_tokens=2, mtp_acceptance=(0.8,))
     step = ServingCostModel(V3, H800, d).step_cost(unit([64] * 32, [4096] * 32, s_q=3))
     one_layer = sum(comm(step)) / V3.moe_layers
-    assert step.ops["mtp_draft_comm"].seconds == pytest.approx(4 * one_layer / 3, rel=1e-9)
+    one_token = ServingCostModel(V3, H800, ep32()).step_cost(unit([64] * 32, [4096] * 32))
+    one_token_layer = sum(comm(one_token)) / V3.moe_layers
+    draft = step.ops["mtp_draft_comm"].seconds
+    assert draft == pytest.approx(one_layer + one_token_layer, rel=1e-9)
+    # linear in bytes, to the 2^(1/16) rounding of each pass's load (`CommLoad.rounded`)
+    assert draft == pytest.approx(4 * one_layer / 3, rel=0.03)
     tp = Deployment(name="tp", attn_tp=8, moe_tp=8, mtp_draft_tokens=1, mtp_acceptance=(0.8,))
     tp_step = ServingCostModel(V3, load_gpu("h200"), tp).step_cost(unit([64], [4096], s_q=2))
     per_layer = tp_step.ops["tp_allreduce"].seconds / V3.num_layers

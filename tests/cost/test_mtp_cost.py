@@ -79,15 +79,17 @@ def test_the_draft_extend_runs_over_the_verify_width() -> None:
     assert shared_m == [requests, 3 * requests, 3 * requests]  # draft pass, extend, target
     # the module's routed experts follow: one pass over 3 tokens per request, one over 1
     from sim.cost.elementwise import routed_elementwise
+    from sim.cost.memo import round_to_bucket
+    from sim.cost.routed import routed_gemms
 
     def routed(tokens: float) -> float:
         act = routed_elementwise(cm.pricer, V3, cm.deployment, tokens, True)
-        return cm._routed_moe(tokens, True).seconds + act.seconds
+        return routed_gemms(cm.pricer, V3, cm.deployment, tokens, True).seconds + act.seconds
 
     unit = 16.0 * requests
-    expected = routed(3 * unit) + routed(unit)
+    expected = routed(round_to_bucket(3 * unit)) + routed(round_to_bucket(unit))  # rounded loads
     assert step.ops["mtp_draft_moe"].seconds == pytest.approx(expected, rel=1e-9)
-    from sim.cost.serving import draft_passes
+    from sim.cost.unit_work import draft_passes
 
     assert draft_passes(1) == [(2, 1)] and draft_passes(3) == [(4, 1), (1, 2)]
 

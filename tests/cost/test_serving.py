@@ -8,6 +8,8 @@ import pytest
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.batch import BatchShape
+from sim.cost.overlap import moe_layers_s
+from sim.cost.rank_shape import RankShape, rank_shape
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 
@@ -55,7 +57,7 @@ def test_one_long_context_slows_the_whole_lock_step_group() -> None:
     skewed = cm.step_cost(decode_batch(16, 32, [2000] * 15 + [30000]))
     assert skewed.duration_s > 1.3 * even.duration_s
     assert skewed.rank_imbalance > 2.0 and even.rank_imbalance == pytest.approx(1.0)
-    assert int(np.argmax(skewed.rank_attention_s)) == 15
+    assert int(np.argmax(skewed.rank_own_s)) == 15
 
 
 def test_dp_attention_amortises_expert_weights_tp_does_not() -> None:
@@ -102,11 +104,16 @@ def test_each_micro_batch_reads_the_attention_weights_again() -> None:
     (the dense layers and the head run once, whole)."""
     cm = ServingCostModel(V3, H800, dp(two_batch_overlap=True), H800_PUB)
 
+    def shape(batch: BatchShape) -> RankShape:
+        sel = batch.rank == 0
+        q, k, dec = batch.new_tokens[sel], batch.kv_tokens[sel], batch.is_decode[sel]
+        return rank_shape(q, k, dec, cm._paths(q, k, dec), None)
+
     def rank_s(batch: BatchShape) -> float:
-        return cm._moe_layers_s(cm._rank_ops(cm._segments(batch, batch.rank == 0)))
+        return moe_layers_s(V3, cm._rank_work(shape(batch)).ops)
 
     full = rank_s(decode_batch(16, 256, 2000))
-    half = sum(cm._micro_batch_rank_s(decode_batch(16, 256, 2000), 0)) / 2
+    half = sum(cm._parts_s(shape(decode_batch(16, 256, 2000)))) / 2
     assert 0.55 * full < half < 0.9 * full
     assert half == pytest.approx(rank_s(decode_batch(16, 128, 2000)), rel=1e-3)
     prefill = BatchShape(
@@ -117,7 +124,7 @@ def test_each_micro_batch_reads_the_attention_weights_again() -> None:
         is_decode=np.zeros(16, dtype=bool),
     )
     whole = rank_s(prefill)
-    assert 0.5 * whole < sum(cm._micro_batch_rank_s(prefill, 0)) / 2 < 0.6 * whole
+    assert 0.5 * whole < sum(cm._parts_s(shape(prefill))) / 2 < 0.6 * whole
 
 
 def test_eplb_lowers_the_busiest_expert_gpu() -> None:

@@ -105,7 +105,7 @@ def test_appending_a_segment_never_lowers_the_step(
     case: tuple[str, list[Segment], Segment],
 ) -> None:
     layout, segments, extra = case
-    cm = model(layout)  # fresh memos: shape buckets reuse a price within +-2.2% of its shape
+    cm = model_of(layout)  # step_cost is pure: memos shared across cases change nothing
     ranks = cm.deployment.attn_dp
     first, second = batch(ranks, segments), batch(ranks, [*segments, extra])
     tbo = cm.deployment.two_batch_overlap

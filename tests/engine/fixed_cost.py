@@ -52,7 +52,7 @@ class FixedCost:
         attn = float(rank_s.max())
         return StepCost(
             duration_s=self.step_s + attn,
-            rank_attention_s=rank_s,
+            rank_own_s=rank_s,
             ops={
                 "fixed": OpTime(seconds=self.step_s, source="published"),
                 "attention": OpTime(seconds=attn, source="roofline"),

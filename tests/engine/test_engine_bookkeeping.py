@@ -25,7 +25,7 @@ from sim.engine.running import IDS, LEFT, RANK, RunningSet
     ],
 )
 def test_log_imbalance_is_the_step_costs_own(x: np.ndarray) -> None:
-    cost = StepCost(duration_s=1.0, rank_attention_s=x)
+    cost = StepCost(duration_s=1.0, rank_own_s=x)
     assert rank_imbalance(x) == cost.rank_imbalance  # bit for bit, not approximately
 
 

@@ -1,0 +1,65 @@
+"""A bounded memo of priced shapes, and the rounding its keys use.
+
+Every value stored is a pure function of its key: callers round their inputs to the key's
+buckets before they price them (`round_to_bucket`), so a hit returns exactly what pricing would.
+Evicting an entry then only costs the time to price it again: the least recently used entry
+goes first, one at a time, never the whole cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+BUCKETS_PER_OCTAVE = 16  # 2^(1/16) steps: a value is rounded by at most 2.2%
+
+
+def buckets(x: NDArray[np.float64]) -> NDArray[np.int64]:
+    """2^(1/16) buckets of positive values."""
+    out: NDArray[np.int64] = np.round(np.log2(x) * BUCKETS_PER_OCTAVE).astype(np.int64)
+    return out
+
+
+def centre(bucket: int) -> float:
+    """The value a bucket stands for (exact for powers of two)."""
+    return float(2.0 ** (bucket / BUCKETS_PER_OCTAVE))
+
+
+def round_to_bucket(x: float) -> float:
+    """`x` at its bucket's centre (0 and below stay 0)."""
+    return centre(round(math.log2(x) * BUCKETS_PER_OCTAVE)) if x > 0 else 0.0
+
+
+class BoundedCache(Generic[K, V]):
+    """Least-recently-used memo holding at most `max_entries` values."""
+
+    def __init__(self, max_entries: int) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
+        self.max_entries = max_entries
+        self._entries: OrderedDict[K, V] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: K, compute: Callable[[], V]) -> V:
+        """The value stored for `key`, computing and storing it on a miss."""
+        entries = self._entries
+        try:
+            value = entries[key]
+        except KeyError:
+            value = compute()
+            entries[key] = value
+            if len(entries) > self.max_entries:
+                entries.popitem(last=False)
+            return value
+        entries.move_to_end(key)
+        return value

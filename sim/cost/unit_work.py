@@ -1,0 +1,109 @@
+"""A step's unit-wide work: the routed experts on the busiest EP GPU, the communication, the
+unit-wide dense layers and head, and the MTP module's unit-wide share.
+
+Each is sized by a `CommLoad` rounded to 2^(1/16) buckets (`CommLoad.rounded`) before it is
+priced, so that a memo of these ops returns only what pricing the rounded load would.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.cost.batch import BatchShape, OpTime
+from sim.cost.comm_ops import CommLoad, draft_comm, layer_comm_ops, unit_comm_ops
+from sim.cost.dense import unit_dense_ops
+from sim.cost.elementwise import routed_elementwise
+from sim.cost.head import sampled_rows, unit_head
+from sim.cost.layer_ops import RankContext
+from sim.cost.memo import round_to_bucket
+from sim.cost.pricing import ZERO, Pricer, combine, scale
+from sim.cost.routed import routed_gemms
+from sim.specs.deployment import Deployment
+from sim.specs.gpu import GpuSpec
+from sim.specs.model import ModelSpec
+
+
+def draft_passes(drafts: int) -> list[tuple[int, int]]:
+    """The MTP module's passes per decode step, as (tokens per request, times): SGLang's draft
+    extend after verify runs the module over each request's accepted tokens + 1, padded to
+    drafts + 1 for its CUDA graph (`forward_draft_extend_after_decode`), and yields the first
+    draft token; the other drafts - 1 tokens take one single-token pass each."""
+    passes = [(drafts + 1, 1)]
+    if drafts > 1:
+        passes.append((1, drafts - 1))
+    return passes
+
+
+def unit_ops(
+    pr: Pricer,
+    ctx: RankContext,
+    d: Deployment,
+    gpu: GpuSpec,
+    load: CommLoad,
+    draft: CommLoad | None,
+    extend: CommLoad | None,
+) -> dict[str, OpTime]:
+    """A step's unit-wide ops, every layer. `draft`: the MTP draft passes' load; `extend`: the
+    MTP module's over prompt chunks."""
+    m, n = ctx.model, load.unit_tokens
+    routed = routed_gemms(pr, m, d, n, load.decode_only)
+    ops = {"moe_routed": scale(routed, m.moe_layers)}
+    act = routed_elementwise(pr, m, d, n, load.decode_only, load.sender_tokens)
+    ops["moe_elementwise"] = scale(act, m.moe_layers)
+    if draft is not None and draft.unit_tokens > 0:
+        passes = draft_passes(d.mtp_draft_tokens)
+        moe = []
+        for width, times in passes:
+            n_dec = round_to_bucket(draft.unit_tokens * width)
+            act = routed_elementwise(pr, m, d, n_dec, True)
+            moe.append(scale(combine(routed_gemms(pr, m, d, n_dec, True), act), times))
+        ops["mtp_draft_moe"] = combine(*moe)
+        comm = combine(
+            *(draft_comm(pr, m, d, gpu, draft.scaled(w).rounded(), times) for w, times in passes)
+        )
+        if comm.seconds > 0:
+            ops["mtp_draft_comm"] = comm
+    if extend is not None and extend.unit_tokens > 0:  # the MTP module over prompt chunks
+        n_pre = extend.unit_tokens
+        act = routed_elementwise(pr, m, d, n_pre, False, extend.sender_tokens)
+        ops["mtp_prefill_moe"] = combine(routed_gemms(pr, m, d, n_pre, False), act)
+        ops["mtp_prefill_comm"] = combine(*layer_comm_ops(pr, m, d, gpu, extend).values())
+    ops.update(unit_comm_ops(pr, m, d, gpu, load))
+    if d.dense_ffn == "unit":
+        ops.update(unit_dense_ops(pr, ctx, d, gpu, load))
+    return ops
+
+
+def micro_batch_ops(
+    pr: Pricer, m: ModelSpec, d: Deployment, gpu: GpuSpec, load: CommLoad
+) -> dict[str, OpTime]:
+    """One two-batch-overlap micro-batch's routed experts (one layer, with their SiLU, which
+    runs between up and down) and its EP exchange (every MoE layer)."""
+    n = load.unit_tokens
+    gemms = routed_gemms(pr, m, d, n, load.decode_only)
+    act = routed_elementwise(pr, m, d, n, load.decode_only, load.sender_tokens)
+    ops = {"moe_routed": combine(gemms, act)}
+    ops.update(unit_comm_ops(pr, m, d, gpu, load))
+    ops.setdefault("ep_dispatch", ZERO)
+    ops.setdefault("ep_combine", ZERO)
+    return ops
+
+
+def unit_head_ops(
+    pr: Pricer, ctx: RankContext, d: Deployment, gpu: GpuSpec, batch: BatchShape
+) -> dict[str, OpTime]:
+    """The head split over the unit (`sim.cost.head`): the step's logits rows in one pass,
+    and, with MTP, each draft pass's (a row per decode request) and the MTP module's over
+    completed prompts."""
+    rows = sampled_rows(batch)
+    passes = [(rows, 1)]
+    drafts = d.mtp_draft_tokens
+    if drafts:
+        dec = batch.is_decode
+        passes.append((float(np.count_nonzero(dec)), drafts))
+        passes.append((rows - float(batch.new_tokens[dec].sum()), 1))  # completed prompts
+    out: dict[str, OpTime] = {}
+    for rows, times in passes:
+        for name, t in unit_head(pr, ctx, d, gpu, rows).items():
+            out[name] = combine(out[name], scale(t, times)) if name in out else scale(t, times)
+    return out
