@@ -9,6 +9,7 @@ ranks per unit + rank in the unit.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import numpy as np
@@ -40,6 +41,40 @@ class UnitView(Protocol):
     def wake(self) -> None: ...
 
 
+Finished = Callable[[IntArray, float], None]
+# refused requests (ids, the ranks they are pinned to or started on, or -1; time)
+Refused = Callable[[IntArray, IntArray, float], None]
+
+
+def ignore_finished(ids: IntArray, now: float) -> None:
+    """Nobody waits for these requests (an open-loop or trace workload)."""
+
+
+def ignore_refused(ids: IntArray, ranks: IntArray, now: float) -> None:
+    """Nobody waits for these refusals (an open-loop or trace workload)."""
+
+
+def fits_anywhere(ids: IntArray) -> np.ndarray:
+    """No pool further on to fit: every request does."""
+    return np.ones(ids.shape[0], dtype=bool)
+
+
+@dataclass(frozen=True)
+class PoolHooks:
+    """Who hears of requests leaving a pool, and what else must hold them.
+
+    `finished` and `refused` tell the workload's client (a closed loop's users, a benchmark's
+    slots); `transfer` sends a PD prefill pool's finished prefills over the KV link;
+    `downstream_fits` is the decode pool's `fits`, so a PD request that could never decode is
+    refused on arrival.
+    """
+
+    finished: Finished = ignore_finished
+    refused: Refused = ignore_refused
+    transfer: Finished = ignore_finished
+    downstream_fits: Callable[[IntArray], np.ndarray] = fits_anywhere
+
+
 class Pool:
     """Shared state of the units of one pool. Units call `deliver` at each step boundary."""
 
@@ -53,8 +88,12 @@ class Pool:
         feed: Feed,
         rng: np.random.Generator | DrawStream,
         after_prefill: AfterPrefill,
+        make_unit: Callable[[Pool, int], UnitView],
+        hooks: PoolHooks,
         first_token_in_decode: bool = False,
     ) -> None:
+        """`make_unit(pool, index)` builds each of the pool's units, once the pool's own state
+        is in place."""
         d = deployment
         self.name, self.deployment, self.cost, self.table, self.feed = name, d, cost, table, feed
         self.after_prefill = after_prefill
@@ -89,13 +128,9 @@ class Pool:
         # (log index of the step, gaps) of tokens that came after sitting steps out: ITL
         self.late_gaps: list[tuple[int, FloatArray]] = []
         self.log = StepLog(self.ranks_per_unit)
-        self.units: list[UnitView] = []
-        self.on_finished: Callable[[IntArray, float], None] | None = None
-        # refused requests (ids, the ranks they are pinned to or started on, or -1; time)
-        self.on_refused: Callable[[IntArray, IntArray, float], None] | None = None
-        self.on_transfer: Callable[[IntArray, float], None] | None = None
-        self.also_fits: Callable[[IntArray], np.ndarray] | None = None
+        self.hooks = hooks
         self.routed = self.rejected = self.completed = self.transferred = self.preempted = 0
+        self.units = [make_unit(self, u) for u in range(self.num_units)]
         feed.on_push = self.wake_all
 
     def work_left(self) -> IntArray:
@@ -135,9 +170,7 @@ class Pool:
     def _fits(self, inp: IntArray, out: IntArray, target: IntArray, ids: IntArray) -> np.ndarray:
         most = self._most(inp, out, target)
         ok = most <= self.kv.max_tokens  # same as pages_for(most) <= capacity_pages
-        if self.also_fits is not None:
-            ok &= self.also_fits(ids)
-        return ok  # type: ignore[no-any-return]
+        return ok & self.hooks.downstream_fits(ids)  # type: ignore[no-any-return]
 
     def _needs(self, ids: IntArray) -> tuple[IntArray, IntArray, IntArray]:
         """(KV pages on admission, prefill tokens to compute, work left) of queued requests.
@@ -172,9 +205,8 @@ class Pool:
             refused = ids[~ok]
             t.reject(refused)
             self.rejected += refused.shape[0]
-            if self.on_refused is not None:
-                refused_pins = pins[~ok] if pins.shape[0] else t.home_rank[refused]
-                self.on_refused(refused, refused_pins, now)
+            refused_pins = pins[~ok] if pins.shape[0] else t.home_rank[refused]
+            self.hooks.refused(refused, refused_pins, now)
             ids, inp, out, target = ids[ok], inp[ok], out[ok], target[ok]
             pins = pins[ok] if pins.shape[0] else pins
             rows = ids
@@ -238,12 +270,10 @@ class Pool:
         """Released requests are done (ids ascending)."""
         self.table.complete(ids, now)
         self.completed += int(ids.shape[0])
-        if self.on_finished is not None:
-            self.on_finished(ids, now)
+        self.hooks.finished(ids, now)
 
     def hand_off(self, ids: IntArray, now: float) -> None:
         """PD: released requests finished their prefill; the KV leaves for the decode pool."""
         self.table.start_transfer(ids)
         self.transferred += int(ids.shape[0])
-        if self.on_transfer is not None:
-            self.on_transfer(ids, now)
+        self.hooks.transfer(ids, now)
