@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from sim.cost.batch import ServingCost
+from sim.engine.admission import NONE_ADMITTED, Admitted, RankBudget, fifo_rounds
 from sim.engine.arrivals import ClosedLoopFeed, ScheduledFeed, TransferFeed
 from sim.engine.benchmark_feed import BenchmarkFeed
 from sim.engine.kv import KvPages
@@ -236,12 +237,26 @@ class Pool:
             for u in np.unique(r_arr // self.ranks_per_unit).tolist():
                 self.units[u].wake()
 
-    def admit(self, ids: IntArray, pages: IntArray, ranks: IntArray) -> np.ndarray:
-        """Queued -> running on `ranks` (global); returns which go straight to decode."""
-        np.subtract.at(self.queued_work, ranks, self.table.remaining_tokens(ids))
+    def has_queued(self, lo: int) -> bool:
+        """Whether any rank of the unit whose first rank is `lo` has requests queued."""
+        return bool(self.queues.length[lo : lo + self.ranks_per_unit].any())
+
+    def admissible(self, lo: int, free_pages: IntArray, free_slots: IntArray) -> IntArray:
+        """Ranks (in the unit at `lo`) whose first queued request might be admitted now."""
+        return self.queues.admissible(lo, lo + self.ranks_per_unit, free_pages, free_slots)
+
+    def admit(self, lo: int, ranks: IntArray, budget: RankBudget) -> Admitted:
+        """Admit queued requests FIFO on `ranks` of the unit at `lo` within `budget` (spent):
+        queued -> running, their KV pages taken (`sim.engine.admission.fifo_rounds`)."""
+        reserve = self.reserved_pages if self.decode_reserve else None
+        ids, on, pages, chunks = fifo_rounds(self.queues, self.table, lo, ranks, budget, reserve)
+        if ids.shape[0] == 0:
+            return NONE_ADMITTED
+        g = on + lo
+        np.subtract.at(self.queued_work, g, self.table.remaining_tokens(ids))
         dec = self.table.admit(ids, pages)
-        self.kv.take(ranks, pages)
-        return dec
+        self.kv.take(g, pages)
+        return Admitted(ids, on, pages, chunks, dec)
 
     def preempt(self, ids: IntArray) -> None:
         """Recompute preemption: free KV, re-queue at the front of the same rank (oldest first)."""
