@@ -67,7 +67,7 @@ def latency_samples(out: SimOutput) -> dict[str, list[float]]:
     """Per-request TTFT (requests that arrived after warm-up and got a first token), TPOT and
     E2E (those that completed), and under `WAITING` the waits of requests still without a
     first token at the end: the samples `sim.metrics.summarize` reports the percentiles of."""
-    lat = request_latencies(out)
+    lat = request_latencies(out.record)
     samples = {k: v.tolist() for k, v in lat.samples().items()}
     samples[WAITING] = lat.ttft_censored().tolist()
     return samples

@@ -181,7 +181,7 @@ def run_case(name: str, d: Deployment, cost_kind: str, rate: float, output_mean:
     t0, c0 = time.perf_counter(), time.process_time()
     out = simulate(d, lambda _: cost, workload(rate, output_mean), run)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    res = summarize(out, Slo(ttft_s=2.0, tpot_s=0.1))
+    res = summarize(out.record, Slo(ttft_s=2.0, tpot_s=0.1))
     log = out.cluster.pools[0].log
     steps = log.n
     summary = {

@@ -189,7 +189,7 @@ def summarize_scenario(scenario: Scenario | ResolvedScenario, outputs: list[SimO
         slo_ttft_s=scenario.slo.ttft_s,
         slo_tpot_s=scenario.slo.tpot_s,
         slo_percentile=scenario.slo.percentile,
-        deployments=[summarize(o, scenario.slo) for o in outputs],
+        deployments=[summarize(o.record, scenario.slo) for o in outputs],
     )
 
 

@@ -20,7 +20,15 @@ from sim.engine.arrivals import ClosedLoopFeed, ScheduledFeed, TransferFeed
 from sim.engine.benchmark_feed import BenchmarkFeed
 from sim.engine.mtp import DrawStream
 from sim.engine.pd import KvTransfer
-from sim.engine.pool import AfterPrefill, Pool
+from sim.engine.pool import (
+    AfterPrefill,
+    Finished,
+    Pool,
+    PoolHooks,
+    Refused,
+    ignore_finished,
+    ignore_refused,
+)
 from sim.engine.requests import RequestTable
 from sim.engine.router import ROUTERS
 from sim.engine.unit import Unit
@@ -63,15 +71,37 @@ def _pool(
     feed: EntryFeed | TransferFeed,
     rng: np.random.Generator | DrawStream,
     after: AfterPrefill,
+    hooks: PoolHooks,
     first_token_in_decode: bool = False,
 ) -> tuple[Pool, list[Unit]]:
+    units: list[Unit] = []
+
+    def make_unit(pool: Pool, index: int) -> Unit:
+        units.append(Unit(env, pool, index, cost))
+        return units[-1]
+
     pool = Pool(
         name=name, deployment=dep, cost=cost, table=table, feed=feed, rng=rng,
-        after_prefill=after, first_token_in_decode=first_token_in_decode,
+        after_prefill=after, make_unit=make_unit, hooks=hooks,
+        first_token_in_decode=first_token_in_decode,
     )  # fmt: skip
-    units = [Unit(env, pool, u, cost) for u in range(dep.replicas)]
-    pool.units = list(units)
     return pool, units
+
+
+def _client(feed: EntryFeed, table: RequestTable) -> tuple[Finished, Refused]:
+    """What the workload's client hears of its requests: a closed loop's user sends its next
+    request when one finishes or is refused, a benchmark's slot frees; an open loop hears
+    nothing."""
+    if isinstance(feed, ClosedLoopFeed):
+        closed = feed
+
+        def release(ids: np.ndarray, now: float) -> None:
+            closed.release(now, table.home_rank[ids])
+
+        return release, closed.refused
+    if isinstance(feed, BenchmarkFeed):
+        return feed.finished, feed.refused
+    return ignore_finished, ignore_refused
 
 
 def build_cluster(
@@ -87,25 +117,29 @@ def build_cluster(
     """Pools and units for `dep`; the units' processes are started on `env`."""
     # the engine generator is only drawn from through one stream that both PD pools share
     draws: np.random.Generator | DrawStream = DrawStream(rng) if DrawStream.supports(rng) else rng
+    # a request finishes in the exit pool, or in a prefill-only or PD prefill pool when its only
+    # token came from prefill: every pool tells the client
+    finished, refused = _client(feed, table)
     if isinstance(dep, PdDeployment):
         _check_router(dep.prefill, f"{dep.name}.prefill")
         _check_router(dep.decode, f"{dep.name}.decode")
         pre_cost, dec_cost = cost_for(dep.prefill), cost_for(dep.decode)
         xfeed = TransferFeed()
-        pre, pre_units = _pool(
-            env, "prefill", dep.prefill, pre_cost, table, feed, draws, "transfer"
-        )
-        dec, dec_units = _pool(
-            env, "decode", dep.decode, dec_cost, table, xfeed, draws, "decode",
-            first_token_in_decode=True,
-        )  # fmt: skip
         gb_s = dep.kv_transfer_gb_s or nic_gb_s
         link = KvTransfer(
             table, xfeed, kv_bytes_per_token=pre_cost.kv_bytes_per_token,
             state_tokens=pre_cost.state_tokens_per_request, bandwidth_bytes_s=gb_s * 1e9,
         )  # fmt: skip
-        pre.on_transfer = link.send
-        pre.also_fits = dec.fits
+        dec, dec_units = _pool(
+            env, "decode", dep.decode, dec_cost, table, xfeed, draws, "decode",
+            PoolHooks(finished=finished, refused=refused), first_token_in_decode=True,
+        )  # fmt: skip
+        pre_hooks = PoolHooks(
+            finished=finished, refused=refused, transfer=link.send, downstream_fits=dec.fits
+        )
+        pre, pre_units = _pool(
+            env, "prefill", dep.prefill, pre_cost, table, feed, draws, "transfer", pre_hooks
+        )
         cluster = Cluster(
             pools=[pre, dec], units=pre_units + dec_units, entry=pre, exit=dec, transfer=link
         )
@@ -114,27 +148,10 @@ def build_cluster(
         after: AfterPrefill = "done" if dep.role == "prefill" else "decode"
         pool, units = _pool(
             env, dep.name, dep, cost_for(dep), table, feed, draws, after,
+            PoolHooks(finished=finished, refused=refused),
             first_token_in_decode=dep.role == "decode",
         )  # fmt: skip
         cluster = Cluster(pools=[pool], units=units, entry=pool, exit=pool, transfer=None)
-    if isinstance(feed, ClosedLoopFeed):
-        closed = feed
-
-        def release(ids: np.ndarray, now: float) -> None:
-            closed.release(now, table.home_rank[ids])
-
-        # prefill-only pools finish requests in the entry pool; everything else in the exit pool
-        cluster.exit.on_finished = release
-        if cluster.entry is not cluster.exit:
-            cluster.entry.on_finished = release  # PD requests whose only token came from prefill
-        for p in cluster.pools:  # a refused request's user moves on to the next one
-            p.on_refused = closed.refused
-    if isinstance(feed, BenchmarkFeed):  # a finished or refused request frees a client slot
-        cluster.exit.on_finished = feed.finished
-        if cluster.entry is not cluster.exit:
-            cluster.entry.on_finished = feed.finished
-        for p in cluster.pools:
-            p.on_refused = feed.refused
     for u in cluster.units:
         env.process(u.run())
     return cluster

@@ -9,11 +9,13 @@ ranks per unit + rank in the unit.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import numpy as np
 
 from sim.cost.batch import ServingCost
+from sim.engine.admission import NONE_ADMITTED, Admitted, RankBudget, fifo_rounds
 from sim.engine.arrivals import ClosedLoopFeed, ScheduledFeed, TransferFeed
 from sim.engine.benchmark_feed import BenchmarkFeed
 from sim.engine.kv import KvPages
@@ -40,6 +42,40 @@ class UnitView(Protocol):
     def wake(self) -> None: ...
 
 
+Finished = Callable[[IntArray, float], None]
+# refused requests (ids, the ranks they are pinned to or started on, or -1; time)
+Refused = Callable[[IntArray, IntArray, float], None]
+
+
+def ignore_finished(ids: IntArray, now: float) -> None:
+    """Nobody waits for these requests (an open-loop or trace workload)."""
+
+
+def ignore_refused(ids: IntArray, ranks: IntArray, now: float) -> None:
+    """Nobody waits for these refusals (an open-loop or trace workload)."""
+
+
+def fits_anywhere(ids: IntArray) -> np.ndarray:
+    """No pool further on to fit: every request does."""
+    return np.ones(ids.shape[0], dtype=bool)
+
+
+@dataclass(frozen=True)
+class PoolHooks:
+    """Who hears of requests leaving a pool, and what else must hold them.
+
+    `finished` and `refused` tell the workload's client (a closed loop's users, a benchmark's
+    slots); `transfer` sends a PD prefill pool's finished prefills over the KV link;
+    `downstream_fits` is the decode pool's `fits`, so a PD request that could never decode is
+    refused on arrival.
+    """
+
+    finished: Finished = ignore_finished
+    refused: Refused = ignore_refused
+    transfer: Finished = ignore_finished
+    downstream_fits: Callable[[IntArray], np.ndarray] = fits_anywhere
+
+
 class Pool:
     """Shared state of the units of one pool. Units call `deliver` at each step boundary."""
 
@@ -53,8 +89,12 @@ class Pool:
         feed: Feed,
         rng: np.random.Generator | DrawStream,
         after_prefill: AfterPrefill,
+        make_unit: Callable[[Pool, int], UnitView],
+        hooks: PoolHooks,
         first_token_in_decode: bool = False,
     ) -> None:
+        """`make_unit(pool, index)` builds each of the pool's units, once the pool's own state
+        is in place."""
         d = deployment
         self.name, self.deployment, self.cost, self.table, self.feed = name, d, cost, table, feed
         self.after_prefill = after_prefill
@@ -89,13 +129,9 @@ class Pool:
         # (log index of the step, gaps) of tokens that came after sitting steps out: ITL
         self.late_gaps: list[tuple[int, FloatArray]] = []
         self.log = StepLog(self.ranks_per_unit)
-        self.units: list[UnitView] = []
-        self.on_finished: Callable[[IntArray, float], None] | None = None
-        # refused requests (ids, the ranks they are pinned to or started on, or -1; time)
-        self.on_refused: Callable[[IntArray, IntArray, float], None] | None = None
-        self.on_transfer: Callable[[IntArray, float], None] | None = None
-        self.also_fits: Callable[[IntArray], np.ndarray] | None = None
+        self.hooks = hooks
         self.routed = self.rejected = self.completed = self.transferred = self.preempted = 0
+        self.units = [make_unit(self, u) for u in range(self.num_units)]
         feed.on_push = self.wake_all
 
     def work_left(self) -> IntArray:
@@ -135,9 +171,7 @@ class Pool:
     def _fits(self, inp: IntArray, out: IntArray, target: IntArray, ids: IntArray) -> np.ndarray:
         most = self._most(inp, out, target)
         ok = most <= self.kv.max_tokens  # same as pages_for(most) <= capacity_pages
-        if self.also_fits is not None:
-            ok &= self.also_fits(ids)
-        return ok  # type: ignore[no-any-return]
+        return ok & self.hooks.downstream_fits(ids)  # type: ignore[no-any-return]
 
     def _needs(self, ids: IntArray) -> tuple[IntArray, IntArray, IntArray]:
         """(KV pages on admission, prefill tokens to compute, work left) of queued requests.
@@ -172,9 +206,8 @@ class Pool:
             refused = ids[~ok]
             t.reject(refused)
             self.rejected += refused.shape[0]
-            if self.on_refused is not None:
-                refused_pins = pins[~ok] if pins.shape[0] else t.home_rank[refused]
-                self.on_refused(refused, refused_pins, now)
+            refused_pins = pins[~ok] if pins.shape[0] else t.home_rank[refused]
+            self.hooks.refused(refused, refused_pins, now)
             ids, inp, out, target = ids[ok], inp[ok], out[ok], target[ok]
             pins = pins[ok] if pins.shape[0] else pins
             rows = ids
@@ -204,12 +237,26 @@ class Pool:
             for u in np.unique(r_arr // self.ranks_per_unit).tolist():
                 self.units[u].wake()
 
-    def admit(self, ids: IntArray, pages: IntArray, ranks: IntArray) -> np.ndarray:
-        """Queued -> running on `ranks` (global); returns which go straight to decode."""
-        np.subtract.at(self.queued_work, ranks, self.table.remaining_tokens(ids))
+    def has_queued(self, lo: int) -> bool:
+        """Whether any rank of the unit whose first rank is `lo` has requests queued."""
+        return bool(self.queues.length[lo : lo + self.ranks_per_unit].any())
+
+    def admissible(self, lo: int, free_pages: IntArray, free_slots: IntArray) -> IntArray:
+        """Ranks (in the unit at `lo`) whose first queued request might be admitted now."""
+        return self.queues.admissible(lo, lo + self.ranks_per_unit, free_pages, free_slots)
+
+    def admit(self, lo: int, ranks: IntArray, budget: RankBudget) -> Admitted:
+        """Admit queued requests FIFO on `ranks` of the unit at `lo` within `budget` (spent):
+        queued -> running, their KV pages taken (`sim.engine.admission.fifo_rounds`)."""
+        reserve = self.reserved_pages if self.decode_reserve else None
+        ids, on, pages, chunks = fifo_rounds(self.queues, self.table, lo, ranks, budget, reserve)
+        if ids.shape[0] == 0:
+            return NONE_ADMITTED
+        g = on + lo
+        np.subtract.at(self.queued_work, g, self.table.remaining_tokens(ids))
         dec = self.table.admit(ids, pages)
-        self.kv.take(ranks, pages)
-        return dec
+        self.kv.take(g, pages)
+        return Admitted(ids, on, pages, chunks, dec)
 
     def preempt(self, ids: IntArray) -> None:
         """Recompute preemption: free KV, re-queue at the front of the same rank (oldest first)."""
@@ -238,12 +285,10 @@ class Pool:
         """Released requests are done (ids ascending)."""
         self.table.complete(ids, now)
         self.completed += int(ids.shape[0])
-        if self.on_finished is not None:
-            self.on_finished(ids, now)
+        self.hooks.finished(ids, now)
 
     def hand_off(self, ids: IntArray, now: float) -> None:
         """PD: released requests finished their prefill; the KV leaves for the decode pool."""
         self.table.start_transfer(ids)
         self.transferred += int(ids.shape[0])
-        if self.on_transfer is not None:
-            self.on_transfer(ids, now)
+        self.hooks.transfer(ids, now)

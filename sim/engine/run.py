@@ -22,6 +22,7 @@ from sim.engine.benchmark_feed import BenchmarkFeed
 from sim.engine.cluster import Cluster, CostFactory, build_cluster, entry_deployment
 from sim.engine.invariants import RequestCounts, check_all
 from sim.engine.lengths import cap_cached
+from sim.engine.record import RunRecord, make_record
 from sim.engine.requests import Phase, RequestTable
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import RunSpec
@@ -32,15 +33,32 @@ Progress = Callable[[float], None]
 
 @dataclass(frozen=True)
 class SimOutput:
-    """A finished run: the request table, the cluster (pools with their step logs), counts."""
+    """A finished run: its plain `record` (what `sim.metrics` and the writers read), and the
+    live request table and cluster (for the engine's own checks and tests)."""
 
-    deployment: Deployment | PdDeployment
+    record: RunRecord
     table: RequestTable
     cluster: Cluster
-    counts: RequestCounts
-    end_s: float
-    warmup_s: float
-    events: int  # simpy events processed (steps, sleeps, wake-ups)
+
+    @property
+    def deployment(self) -> Deployment | PdDeployment:
+        return self.record.deployment
+
+    @property
+    def counts(self) -> RequestCounts:
+        return self.record.counts
+
+    @property
+    def end_s(self) -> float:
+        return self.record.end_s
+
+    @property
+    def warmup_s(self) -> float:
+        return self.record.warmup_s
+
+    @property
+    def events(self) -> int:
+        return self.record.events
 
 
 def trace_batch(w: TraceWorkload, trace: Batch, run: RunSpec) -> Batch:
@@ -166,7 +184,8 @@ def simulate(
     if progress is not None:
         progress(1.0)
     counts = check_all(cluster, table, feed.delivered, end_s)
-    return SimOutput(
-        deployment=deployment, table=table, cluster=cluster, counts=counts, end_s=end_s,
-        warmup_s=run.warmup_s, events=env.events_processed,
+    record = make_record(
+        deployment, cluster, table, counts, end_s=end_s, warmup_s=run.warmup_s,
+        events=env.events_processed,
     )  # fmt: skip
+    return SimOutput(record=record, table=table, cluster=cluster)

@@ -4,11 +4,12 @@
 1. decode: every running decode request verifies 1 + d tokens; its KV grows first, and when a
    rank's KV would overflow, the newest requests on it are preempted (recompute: their KV is
    dropped and they re-queue at the front);
-2. prefill: requests mid-prefill continue, then queued requests are admitted (FIFO) while the
-   rank has a free slot (max running requests), the request's KV fits in free pages, and prefill
-   tokens remain in the step's chunked-prefill budget (the last one admitted may get a partial
-   chunk); under TensorRT-LLM the budget is max_num_tokens less the rank's decode tokens (its
-   scheduler fits generation first, then context chunks, in one token budget);
+2. prefill: requests mid-prefill continue, then queued requests are admitted (FIFO, by
+   `Pool.admit`) while the rank has a free slot (max running requests), the request's KV fits
+   in free pages, and prefill tokens remain in the step's chunked-prefill budget (the last one
+   admitted may get a partial chunk); under TensorRT-LLM the budget is max_num_tokens less the
+   rank's decode tokens (its scheduler fits generation first, then context chunks, in one token
+   budget);
 3. the unit's batch: one `BatchShape` over all its ranks (idle ranks have no segments).
 
 `apply_step` (in `sim.engine.step`) changes state after the step's time has passed.
@@ -16,12 +17,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from sim.cost.batch import BatchShape
+from sim.engine.admission import NONE_ADMITTED, RankBudget
 from sim.engine.requests import IntArray
 from sim.engine.running import RunningSet
 
@@ -50,15 +51,6 @@ class StepPlan(NamedTuple):
     @property
     def n_decode(self) -> int:
         return self.n if self.decode_pos is None else int(self.decode_pos.shape[0])
-
-
-@dataclass
-class RankBudget:
-    """What one step may still add on each rank of a unit."""
-
-    free_pages: IntArray
-    free_slots: IntArray
-    prefill_tokens: IntArray
 
 
 def _preempt(pool: Pool, rs: RunningSet, over: IntArray) -> None:
@@ -105,50 +97,6 @@ def _continue_prefill(pool: Pool, rs: RunningSet, budget: RankBudget) -> tuple[I
     return pos, chunks
 
 
-def _admit(
-    pool: Pool, lo: int, ranks: IntArray, budget: RankBudget
-) -> tuple[IntArray, IntArray, IntArray, IntArray]:
-    """FIFO admission on `ranks` (those that can take their first queued request).
-
-    Returns (ids, ranks in the unit, pages, chunk) of admitted requests, rank by rank in queue
-    order; chunk 0 means already prefilled (PD decode arrivals), which go straight to decode.
-    Each round admits the head of every rank still admitting, if it fits the rank's free pages
-    (less the pages `decode_reserve` keeps for its own tokens to come), a free slot and (with
-    prefill left) the rank's prefill budget; a rank stops at its first head that does not.
-    """
-    q, t = pool.queues, pool.table
-    got: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
-    cand = ranks
-    while cand.shape[0]:
-        g = cand + lo
-        i, p, tok = q.head_ids[g], q.head_pages[g], q.head_tokens[g]
-        need = p
-        if pool.decode_reserve:  # pages kept for its own tokens to come
-            prompt = np.where(tok > 0, t.prefill_target[i], t.input_tokens[i] + t.generated[i])
-            need = p + pool.reserved_pages(i, prompt, p)
-        left = budget.prefill_tokens[cand]
-        ok = (need <= budget.free_pages[cand]) & (budget.free_slots[cand] > 0)
-        ok &= (tok == 0) | (left > 0)
-        if not ok.all():
-            cand, i, p, tok, need, left = (a[ok] for a in (cand, i, p, tok, need, left))
-            if cand.shape[0] == 0:
-                break
-        c = np.minimum(tok, left)
-        budget.prefill_tokens[cand] = left - c
-        budget.free_pages[cand] -= need
-        budget.free_slots[cand] -= 1
-        got.append((i, cand, p, c))
-        q.pop_heads(cand + lo)
-        cand = cand[q.length[cand + lo] > 0]
-    if not got:
-        return _NONE, _NONE, _NONE, _NONE
-    if len(got) == 1:
-        return got[0]
-    ids, on, pages, chunks = (np.concatenate(c) for c in zip(*got, strict=True))
-    order = np.argsort(on, kind="stable")  # rank by rank; rounds are queue order
-    return ids[order], on[order], pages[order], chunks[order]
-
-
 def _grow(pool: Pool, rs: RunningSet, lo: int) -> IntArray | None:
     """Give decode requests whose KV crosses a page this step their new pages, or return the
     ranks (in the unit) that would overflow, changing nothing.
@@ -172,9 +120,9 @@ def _grow(pool: Pool, rs: RunningSet, lo: int) -> IntArray | None:
 
 def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
     """What the unit computes next, or None when it holds and can admit nothing."""
-    kv, R, q = pool.kv, pool.ranks_per_unit, pool.queues
+    kv, R = pool.kv, pool.ranks_per_unit
     lo = unit * R
-    if rs.n == 0 and not q.length[lo : lo + R].any():
+    if rs.n == 0 and not pool.has_queued(lo):
         return None
     if rs.n:
         full = _grow(pool, rs, lo)
@@ -187,7 +135,7 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
         keep = pool.reserved_pages(rs.ids, covered, rs.pages)
         free_pages = free_pages - np.bincount(rs.rank, weights=keep, minlength=R).astype(np.int64)
     free_slots = pool.max_running - rs.per_rank
-    ranks = q.admissible(lo, lo + R, free_pages, free_slots)
+    ranks = pool.admissible(lo, free_pages, free_slots)
     pre_pos, chunks = _NONE, _NONE
     first = rs.n
     if ranks.shape[0] or rs.n_prefill:
@@ -202,9 +150,10 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
         )
         if rs.n_prefill:
             pre_pos, chunks = _continue_prefill(pool, rs, budget)
-        a, on, pages, c = _admit(pool, lo, ranks, budget)
-        if a.shape[0]:
-            rs.append(pool.table, a, on, pages, pool.admit(a, pages, on + lo))
+        new = pool.admit(lo, ranks, budget) if ranks.shape[0] else NONE_ADMITTED
+        if new.n:
+            rs.append(pool.table, new.ids, new.ranks, new.pages, new.to_decode)
+            c = new.chunks
             go = c > 0
             if go.any():
                 pre_pos = np.concatenate([pre_pos, first + go.nonzero()[0]])

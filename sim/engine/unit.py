@@ -66,7 +66,7 @@ class Unit:
             step = plan(pool, self.index, self.rs)
             if step is None:
                 lo = self.index * pool.ranks_per_unit
-                if pool.queues.length[lo : lo + pool.ranks_per_unit].any() or self.rs.n:
+                if pool.has_queued(lo) or self.rs.n:
                     raise EngineError(
                         f"unit {self.index} of {pool.name} holds work it cannot schedule "
                         f"({self.rs.n} running, queues {pool.queues.total})"

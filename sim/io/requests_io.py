@@ -46,8 +46,8 @@ def request_columns(out: SimOutput) -> dict[str, np.ndarray]:
     one-token output or an unfinished request. `rank` is the rank the request was on last (the
     decode pool's for a PD pair); -1 if it never reached one.
     """
-    t, n = out.table, out.table.size
-    lat = request_latencies(out)
+    t, n = out.record.requests, out.record.requests.size
+    lat = request_latencies(out.record)
     return {
         "arrival_s": t.arrival_s[:n].copy(),
         "input_tokens": t.input_tokens[:n].copy(),

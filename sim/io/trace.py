@@ -23,9 +23,9 @@ def trace_events(outputs: list[SimOutput], max_steps: int = 200_000) -> dict[str
         name = out.deployment.name
         events.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}})
         budget, tid = max_steps, 0
-        for pool in out.cluster.pools:
+        for pool in out.record.pools:
             log = pool.log
-            for u in range(pool.num_units):
+            for u in range(pool.units):
                 tid += 1
                 events.append(
                     {

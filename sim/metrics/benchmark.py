@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from sim.engine import Phase, SimOutput
-from sim.engine.benchmark_feed import BenchmarkFeed
+from sim.engine import Phase, RunRecord
 from sim.metrics.stats import weighted_quantile
 from sim.specs.base import Spec
 
@@ -65,12 +64,12 @@ def _stat(x: np.ndarray, weights: np.ndarray | None = None) -> BenchmarkStat:
     )
 
 
-def _gaps(out: SimOutput, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+def _gaps(run: RunRecord, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     """Token gaps inside [lo, hi]: each decode step's duration once per request it served
     (steps run back to back, so a request's gap is the step it was in), plus the longer gaps
     of requests that sat steps out."""
     vals, weights = [], []
-    for pool in out.cluster.pools:
+    for pool in run.pools:
         log = pool.log
         start, dur = log.column("start_s"), log.column("duration_s")
         inside = (start >= lo) & (start + dur <= hi)
@@ -85,28 +84,28 @@ def _gaps(out: SimOutput, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]
     return np.concatenate(vals), np.concatenate(weights)
 
 
-def summarize_benchmark(out: SimOutput) -> BenchmarkResults | None:
+def summarize_benchmark(run: RunRecord) -> BenchmarkResults | None:
     """The benchmark summary of a run under a benchmark workload (None for other workloads)."""
-    feed = out.cluster.entry.feed
-    if not isinstance(feed, BenchmarkFeed):
+    client = run.benchmark
+    if client is None:
         return None
-    t, n = out.table, out.table.size
-    bench = np.arange(n) >= feed.warmup
-    phase = t.phase[:n]
+    t, n = run.requests, run.requests.size
+    bench = np.arange(n) >= client.warmup_requests
+    phase = t.phase
     done = bench & (phase == Phase.DONE)
-    start = feed.bench_start_s if feed.bench_start_s is not None else float("nan")
-    sent = t.arrival_s[:n]
-    first = t.first_token_s[:n] + feed.egress_s  # the client reads tokens egress_s later
-    finish = t.finish_s[:n] + feed.egress_s
+    start = client.start_s if client.start_s is not None else float("nan")
+    sent = t.arrival_s
+    first = t.first_token_s + client.egress_s  # the client reads tokens egress_s later
+    finish = t.finish_s + client.egress_s
     ttft, e2e = (first - sent)[done], (finish - sent)[done]
-    out_tok = t.output_tokens[:n][done]
+    out_tok = t.output_tokens[done]
     many = out_tok > 1
     tpot = (e2e - ttft)[many] / (out_tok[many] - 1)
     end = float(finish[done].max()) if done.any() else start
     duration = max(end - start, 1e-12) if np.isfinite(start) else 0.0
-    total_in, total_out = int(t.input_tokens[:n][done].sum()), int(out_tok.sum())
+    total_in, total_out = int(t.input_tokens[done].sum()), int(out_tok.sum())
     lo = start if np.isfinite(start) else 0.0
-    gaps, weights = _gaps(out, lo, end)
+    gaps, weights = _gaps(run, lo, end)
     per_s = 1.0 / duration if duration > 0 else 0.0
     return BenchmarkResults(
         completed=int(done.sum()),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.engine import Phase, SimOutput
+from sim.engine import Phase, RunRecord
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -68,19 +68,19 @@ class RequestLatencies:
         return age[np.isfinite(age)]
 
 
-def request_latencies(out: SimOutput) -> RequestLatencies:
-    """TTFT, TPOT and E2E of every request in `out`'s request table."""
-    t, n = out.table, out.table.size
-    arrival, first, finish = t.arrival_s[:n], t.first_token_s[:n], t.finish_s[:n]
-    out_len = t.output_tokens[:n]
-    done = t.phase[:n] == Phase.DONE
+def request_latencies(run: RunRecord) -> RequestLatencies:
+    """TTFT, TPOT and E2E of every request of a run."""
+    t = run.requests
+    arrival, first, finish = t.arrival_s, t.first_token_s, t.finish_s
+    out_len = t.output_tokens
+    done = t.phase == Phase.DONE
     multi = done & (out_len > 1)
-    rejected = t.phase[:n] == Phase.REJECTED
+    rejected = t.phase == Phase.REJECTED
     return RequestLatencies(
         ttft_s=first - arrival,
         tpot_s=np.where(multi, (finish - first) / np.maximum(out_len - 1, 1), np.nan),
         e2e_s=finish - arrival,
         done=done,
-        after_warmup=arrival >= out.warmup_s,
-        age_s=np.where(rejected, np.nan, out.end_s - arrival),
+        after_warmup=arrival >= run.warmup_s,
+        age_s=np.where(rejected, np.nan, run.end_s - arrival),
     )

@@ -74,6 +74,16 @@ class PoolResults(Spec):
     preemptions: int = Field(description="Recompute preemptions in the whole run.")
 
 
+# The figures a deployment reports as its main pool's (the decode pool of a PD pair, the only
+# pool otherwise): the same names, types and meaning in both classes.
+FROM_MAIN_POOL = (
+    "kv_dup_factor", "kv_bytes_per_token_per_gpu", "kv_capacity_tokens_per_gpu",
+    "kv_capacity_tokens_per_rank", "kv_utilisation", "batch_per_rank", "decode_batch_per_rank",
+    "dp_imbalance", "step_time_s", "step_breakdown_s", "overlap_saved_s", "step_sources",
+    "extrapolated_ops", "mtp_accept_len",
+)  # fmt: skip
+
+
 class DeploymentResults(Spec):
     """One deployment's results (the `deployments[]` entries of the JSON contract)."""
 

@@ -1,4 +1,5 @@
-"""Turn one simulated deployment (request table + step logs) into `DeploymentResults`.
+"""Turn one deployment's `RunRecord` (request columns, per-pool step logs and facts) into
+`DeploymentResults`.
 
 Window: simulated time [warmup_s, end_s]. Throughput counts tokens emitted by steps that ended in
 the window; latencies use requests that arrived in the window: TTFT those that got a first token,
@@ -11,15 +12,12 @@ was in).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from sim.engine import Phase, SimOutput
-from sim.engine.pool import Pool
+from sim.engine import Phase, PoolRecord, RunRecord
 from sim.metrics.benchmark import summarize_benchmark
 from sim.metrics.requests import BoolArray, RequestLatencies, request_latencies
-from sim.metrics.results import DeploymentResults, PoolResults, RequestCountsOut
+from sim.metrics.results import FROM_MAIN_POOL, DeploymentResults, PoolResults, RequestCountsOut
 from sim.metrics.stats import (
     batch_rates,
     censored_percentiles,
@@ -47,70 +45,56 @@ def _mean(x: np.ndarray) -> float | None:
     return float(x.mean()) if x.size else None
 
 
-def memory_facts(cost: Any) -> dict[str, Any]:
-    """KV facts from the cost model's `memory` plan; None where a cost model lacks them."""
-    mem = getattr(cost, "memory", None)
-    return {
-        "kv_dup_factor": getattr(mem, "kv_dup_factor", None),
-        "kv_bytes_per_token_per_gpu": getattr(mem, "kv_bytes_per_token_per_gpu", None),
-        "kv_capacity_tokens_per_gpu": getattr(mem, "kv_capacity_tokens_per_gpu", None),
-    }
-
-
-def _role(out: SimOutput, pool: Pool) -> str:
-    if isinstance(out.deployment, PdDeployment):
-        return pool.name
-    return pool.deployment.role
-
-
-def summarize_pool(out: SimOutput, pool: Pool) -> PoolResults:
+def summarize_pool(run: RunRecord, pool: PoolRecord) -> PoolResults:
     log, d = pool.log, pool.deployment
     start, dur = log.column("start_s"), log.column("duration_s")
-    w = (start + dur) >= out.warmup_s
-    window = max(out.end_s - out.warmup_s, 1e-12)
+    w = (start + dur) >= run.warmup_s
+    window = max(run.end_s - run.warmup_s, 1e-12)
     R = pool.ranks_per_unit
     steps = int(w.sum())
     ops = log.op_seconds[w]
     breakdown = {n: float(ops[:, j].mean()) for j, n in enumerate(log.op_names)} if steps else {}
     dec = log.column("decode_reqs")[w].astype(np.float64)
     acc = log.column("accept_tokens")[w]
-    kv_cap = pool.kv.capacity_pages * R
-    facts = memory_facts(pool.cost)
+    kv_cap = pool.kv_capacity_pages * R
+    mem = pool.memory
     return PoolResults(
         name=pool.name,
-        role=_role(out, pool),
+        role=pool.role,
         gpus=d.total_gpus,
-        units=pool.num_units,
+        units=pool.units,
         ranks_per_unit=R,
         steps=steps,
         step_time_s=_mean(dur[w]),
-        busy_fraction=_busy(start, dur, out.warmup_s, out.end_s) / (window * pool.num_units),
+        busy_fraction=_busy(start, dur, run.warmup_s, run.end_s) / (window * pool.units),
         batch_per_rank=_mean(log.column("segments")[w] / R),
         decode_batch_per_rank=_mean(dec / R),
         prefill_tokens_per_step=_mean(log.column("prefill_tokens")[w].astype(np.float64)),
         dp_imbalance=_mean(log.column("imbalance")[w]),
         kv_utilisation=_mean(log.column("kv_pages")[w] / kv_cap) if kv_cap else None,
-        kv_utilisation_peak=pool.kv.peak_pages / max(pool.kv.capacity_pages, 1),
-        kv_capacity_tokens_per_rank=pool.kv.capacity_pages * pool.kv.page_tokens,
+        kv_utilisation_peak=pool.kv_peak_pages / max(pool.kv_capacity_pages, 1),
+        kv_capacity_tokens_per_rank=pool.kv_capacity_pages * pool.kv_page_tokens,
         step_breakdown_s=breakdown,
         step_sources={n: log.op_source(n) for n in log.op_names},
         extrapolated_ops=sorted(n for n, x in log.op_extrapolated.items() if x),
         overlap_saved_s=_mean(log.column("overlap_saved_s")[w]),
         mtp_accept_len=float(acc.sum() / dec.sum()) if dec.sum() else None,
         preemptions=pool.preempted,
-        **facts,
+        kv_dup_factor=mem.kv_dup_factor,
+        kv_bytes_per_token_per_gpu=mem.kv_bytes_per_token_per_gpu,
+        kv_capacity_tokens_per_gpu=mem.kv_capacity_tokens_per_gpu,
     )
 
 
-def _itl(out: SimOutput) -> tuple[np.ndarray, np.ndarray]:
+def _itl(run: RunRecord) -> tuple[np.ndarray, np.ndarray]:
     """Gaps between token deliveries, weighted: each step's duration once per decode request
     it serves, except requests that sat earlier steps out (unmixed chunks), whose gaps span
     them."""
     vals, weights = [], []
-    for pool in out.cluster.pools:
+    for pool in run.pools:
         log = pool.log
         start, dur = log.column("start_s"), log.column("duration_s")
-        w = (start + dur) >= out.warmup_s
+        w = (start + dur) >= run.warmup_s
         served = log.column("decode_reqs").astype(np.float64)
         for step, gaps in pool.late_gaps:
             served[step] -= gaps.shape[0]
@@ -122,9 +106,8 @@ def _itl(out: SimOutput) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(vals), np.concatenate(weights)
 
 
-def _counts(out: SimOutput, mine: np.ndarray) -> RequestCountsOut:
-    phase = out.table.phase[: out.table.size]
-    ph = np.bincount(phase[mine], minlength=len(Phase))
+def _counts(run: RunRecord, mine: np.ndarray) -> RequestCountsOut:
+    ph = np.bincount(run.requests.phase[mine], minlength=len(Phase))
     return RequestCountsOut(
         arrived=int(mine.sum()),
         completed=int(ph[Phase.DONE]),
@@ -134,16 +117,16 @@ def _counts(out: SimOutput, mine: np.ndarray) -> RequestCountsOut:
     )
 
 
-def _slo_outcomes(out: SimOutput, lat: RequestLatencies, slo: Slo) -> tuple[BoolArray, BoolArray]:
+def _slo_outcomes(run: RunRecord, lat: RequestLatencies, slo: Slo) -> tuple[BoolArray, BoolArray]:
     """Per request: met the SLO (finished within both targets; a one-token output has no TPOT,
     so only its TTFT counts), and failed it already (finished outside a target, rejected, a
     first token later than the TTFT target, or none yet and older than it at the end)."""
-    t, n = out.table, out.table.size
+    t = run.requests
     tpot = np.nan_to_num(lat.tpot_s, nan=0.0)
     in_time = lat.ttft_s <= slo.ttft_s  # NaN (no first token yet) compares False
     met = lat.done & in_time & (tpot <= slo.tpot_s)
-    rejected = t.phase[:n] == Phase.REJECTED
-    waiting_too_long = np.isnan(lat.ttft_s) & (out.end_s - t.arrival_s[:n] > slo.ttft_s)
+    rejected = t.phase == Phase.REJECTED
+    waiting_too_long = np.isnan(lat.ttft_s) & (run.end_s - t.arrival_s > slo.ttft_s)
     late = ~np.isnan(lat.ttft_s) & ~in_time
     failed = (lat.done & ~met) | rejected | waiting_too_long | late
     return met, failed & ~met
@@ -165,19 +148,20 @@ def _slo_met(ttft_q: float | None, tpot_q: float | None, completed: bool, slo: S
     return ttft_ok and tpot_ok
 
 
-def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
-    t, n = out.table, out.table.size
-    lo, hi = out.warmup_s, out.end_s
+def summarize(run: RunRecord, slo: Slo) -> DeploymentResults:
+    """One deployment's figures from its run record."""
+    t = run.requests
+    lo, hi = run.warmup_s, run.end_s
     window = max(hi - lo, 1e-12)
-    first, finish, in_len = t.first_token_s[:n], t.finish_s[:n], t.input_tokens[:n]
-    lat = request_latencies(out)
+    first, finish, in_len = t.first_token_s, t.finish_s, t.input_tokens
+    lat = request_latencies(run)
     samples = lat.samples()
     ttft, tpot, e2e = samples["TTFT"], samples["TPOT"], samples["E2E"]
-    met, failed = _slo_outcomes(out, lat, slo)
+    met, failed = _slo_outcomes(run, lat, slo)
     finished_in_window = lat.done & (finish >= lo)
     emitted = 0
     step_ends, step_tokens = [], []
-    for pool in out.cluster.pools:
+    for pool in run.pools:
         log = pool.log
         ends = log.column("start_s") + log.column("duration_s")
         tokens = log.column("output_tokens")
@@ -187,19 +171,18 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
     rates = batch_rates(np.concatenate(step_ends), np.concatenate(step_tokens), lo, hi)
     prefilled = (first >= lo) & (first <= hi)
     input_tok_s = float(in_len[prefilled].sum()) / window
-    counts = _counts(out, lat.after_warmup)
-    pools = [summarize_pool(out, p) for p in out.cluster.pools]
+    counts = _counts(run, lat.after_warmup)
+    pools = [summarize_pool(run, p) for p in run.pools]
     main = pools[-1]  # decode pool of a PD pair; the only pool otherwise
-    gpus = sum(p.deployment.total_gpus for p in out.cluster.pools)
-    nodes = sum(p.deployment.total_gpus / p.deployment.gpus_per_node for p in out.cluster.pools)
+    gpus = sum(p.deployment.total_gpus for p in run.pools)
+    nodes = sum(p.deployment.total_gpus / p.deployment.gpus_per_node for p in run.pools)
     waited = lat.ttft_censored()
     ttft_q = censored_quantile(ttft, waited, slo.percentile)
     tpot_q = quantile(tpot, slo.percentile)
-    link = out.cluster.transfer
     output_tok_s = emitted / window
     return DeploymentResults(
-        name=out.deployment.name,
-        kind="pd" if isinstance(out.deployment, PdDeployment) else "unit",
+        name=run.deployment.name,
+        kind="pd" if isinstance(run.deployment, PdDeployment) else "unit",
         gpus=gpus,
         nodes=nodes,
         output_tok_s=output_tok_s,
@@ -213,7 +196,7 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         request_throughput_req_s=int(((finish >= lo) & lat.done).sum()) / window,
         ttft_s=censored_percentiles(ttft, waited),
         tpot_s=percentiles(tpot),
-        itl_s=weighted_percentiles(*_itl(out)),
+        itl_s=weighted_percentiles(*_itl(run)),
         e2e_s=censored_percentiles(e2e, lat.e2e_censored()),
         goodput_req_s=int((met & finished_in_window).sum()) / window,
         slo_attainment=_attainment(met, failed, lat.after_warmup),
@@ -221,28 +204,15 @@ def summarize(out: SimOutput, slo: Slo) -> DeploymentResults:
         ttft_at_slo_s=ttft_q,
         tpot_at_slo_s=tpot_q,
         requests=counts,
-        kv_dup_factor=main.kv_dup_factor,
-        kv_bytes_per_token_per_gpu=main.kv_bytes_per_token_per_gpu,
-        kv_capacity_tokens_per_gpu=main.kv_capacity_tokens_per_gpu,
-        kv_capacity_tokens_per_rank=main.kv_capacity_tokens_per_rank,
         kv_capacity_tokens_total=main.kv_capacity_tokens_per_rank
         * main.ranks_per_unit
         * main.units,
-        kv_utilisation=main.kv_utilisation,
-        batch_per_rank=main.batch_per_rank,
-        decode_batch_per_rank=main.decode_batch_per_rank,
-        dp_imbalance=main.dp_imbalance,
-        step_time_s=main.step_time_s,
-        step_breakdown_s=main.step_breakdown_s,
-        overlap_saved_s=main.overlap_saved_s,
-        step_sources=main.step_sources,
-        extrapolated_ops=main.extrapolated_ops,
-        mtp_accept_len=main.mtp_accept_len,
-        preemptions=int(t.preemptions[:n][lat.after_warmup].sum()),
-        kv_transfer_s_mean=(link.total_s / link.sent) if link and link.sent else None,
+        **{k: getattr(main, k) for k in FROM_MAIN_POOL},
+        preemptions=int(t.preemptions[lat.after_warmup].sum()),
+        kv_transfer_s_mean=run.kv_transfer_total_s / run.kv_transfers if run.kv_transfers else None,
         pools=pools,
-        profile=str(getattr(out.cluster.entry.cost, "profile_name", "custom cost model")),
+        profile=run.profile,
         window_s=window,
-        sim_events=out.events,
-        benchmark=summarize_benchmark(out),
+        sim_events=run.events,
+        benchmark=summarize_benchmark(run),
     )

@@ -35,7 +35,7 @@ def test_warmup_then_semaphore_exact_timeline() -> None:
     assert t.arrival_s[:4] == pytest.approx([0.0, 0.040, 0.040, 0.090])
     assert t.first_token_s[:4] == pytest.approx([0.020, 0.070, 0.070, 0.110])
     assert t.finish_s[:4] == pytest.approx([0.040, 0.090, 0.090, 0.130])
-    b = summarize(out, SLO).benchmark
+    b = summarize(out.record, SLO).benchmark
     assert b is not None
     assert b.completed == 3 and b.failed == 0
     assert b.duration_s == pytest.approx(0.090)  # benchmark start 0.040 to last end 0.130
@@ -61,7 +61,7 @@ def test_tpot_is_averaged_per_request_not_per_token() -> None:
     lat_ttft = t.first_token_s[:2] - t.arrival_s[:2]
     lat_e2e = t.finish_s[:2] - t.arrival_s[:2]
     outs = t.output_tokens[:2]
-    b = summarize(out, SLO).benchmark
+    b = summarize(out.record, SLO).benchmark
     assert b is not None
     want = np.mean((lat_e2e - lat_ttft) / (outs - 1))
     assert b.tpot.mean_ms == pytest.approx(want * 1e3)

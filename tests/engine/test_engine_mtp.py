@@ -36,7 +36,7 @@ def test_engine_reports_mean_acceptance_and_caps_output() -> None:
     dep = unit(role="decode", mtp_draft_tokens=3, mtp_acceptance=probs)
     out = run_trace(dep, cost, requests(*[(0.0, 100, 2000)] * 64))
     assert (out.table.generated[:64] == 2000).all()  # never more than asked for
-    res = summarize(out, Slo(ttft_s=1.0, tpot_s=1.0))
+    res = summarize(out.record, Slo(ttft_s=1.0, tpot_s=1.0))
     assert res.mtp_accept_len == pytest.approx(expected_accept_len(probs), abs=0.01)
     # every decode segment verifies 1 + 3 tokens with its KV grown by the drafts
     assert res.tpot_s.mean == pytest.approx(0.010 / res.mtp_accept_len, rel=0.02)

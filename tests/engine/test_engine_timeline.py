@@ -23,7 +23,7 @@ def test_one_rank_two_requests_exact_timeline() -> None:
     assert t.finish_s[:2] == pytest.approx([0.045, 0.045])
     assert list(t.generated[:2]) == [3, 2]
     assert out.end_s == pytest.approx(0.045)
-    res = summarize(out, Slo(ttft_s=1.0, tpot_s=1.0))
+    res = summarize(out.record, Slo(ttft_s=1.0, tpot_s=1.0))
     assert res.ttft_s.mean == pytest.approx(0.020)  # both wait exactly 20 ms
     assert res.tpot_s.p50 == pytest.approx((0.0125 + 0.010) / 2)  # r0: 25 ms / 2, r1: 10 ms / 1
     assert res.e2e_s.mean == pytest.approx((0.045 + 0.030) / 2)
@@ -96,7 +96,7 @@ def test_unmixed_prefill_holds_the_ranks_decode(mixed: bool) -> None:
     assert t.finish_s[0] == pytest.approx(0.231 if mixed else 0.261)
     assert list(t.generated[:2]) == [20, 5]
     # ITL: unmixed, one gap spans the three 20 ms chunk steps sat out and the 10 ms step after
-    gaps, weights = _itl(out)
+    gaps, weights = _itl(out.record)
     long_gaps = weights[np.isclose(gaps, 0.070)].sum()
     assert long_gaps == (0 if mixed else 1)
     assert weights.sum() == 19 + 4  # every token after the first, once

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_engine_outputs import TEXT, _factory
 
-from sim.engine import Phase, RequestTable
+from sim.engine import Phase, RequestRecord, RequestTable
 from sim.io.requests_io import request_columns
 from sim.io.scenario_io import parse_scenario
 from sim.metrics import request_latencies
@@ -34,7 +34,7 @@ def _table() -> RequestTable:
 
 
 def test_hand_checked_latencies() -> None:
-    out = SimpleNamespace(table=_table(), warmup_s=0.9, end_s=4.0)
+    out = SimpleNamespace(requests=RequestRecord.of(_table()), warmup_s=0.9, end_s=4.0)
     lat = request_latencies(out)  # type: ignore[arg-type]
     assert lat.ttft_s.tolist() == [0.5, 0.25, 0.5, 0.25]
     assert lat.tpot_s[0] == 0.25 and lat.tpot_s[3] == 0.5  # (finish - first) / (out - 1)
@@ -64,7 +64,7 @@ def test_slo_outcomes_count_known_failures() -> None:
     t.finish_s[:6] = [2.5, 4.25, np.nan, np.nan, np.nan, np.nan]
     done, decode, queued = Phase.DONE, Phase.DECODE, Phase.QUEUED
     t.phase[:6] = [done, done, decode, queued, queued, Phase.REJECTED]
-    out = SimpleNamespace(table=t, warmup_s=0.0, end_s=10.0)
+    out = SimpleNamespace(requests=RequestRecord.of(t), warmup_s=0.0, end_s=10.0)
     lat = request_latencies(out)  # type: ignore[arg-type]
     met, failed = _slo_outcomes(out, lat, Slo(ttft_s=1.0, tpot_s=0.3))  # type: ignore[arg-type]
     # met; TPOT 0.5 s too slow; first token 1.5 s late; waiting 6 s; waiting 0.5 s (undecided);
@@ -90,7 +90,7 @@ def run() -> Any:
 def test_summary_reports_exactly_these_latencies(run: Any) -> None:
     sc, outputs, results = run
     for out, d in zip(outputs, results.deployments, strict=True):
-        lat = request_latencies(out)
+        lat = request_latencies(out.record)
         s = lat.samples()
         assert s["TTFT"].size > 0 and s["TPOT"].size > 0
         assert censored_percentiles(s["TTFT"], lat.ttft_censored()) == d.ttft_s
@@ -98,7 +98,7 @@ def test_summary_reports_exactly_these_latencies(run: Any) -> None:
         assert censored_percentiles(s["E2E"], lat.e2e_censored()) == d.e2e_s
         assert int(lat.measured.sum()) == d.requests.completed
         # throughput's interval: batch means of the steps' output tokens over the window
-        logs = [pool.log for pool in out.cluster.pools]
+        logs = [pool.log for pool in out.record.pools]
         ends = np.concatenate([g.column("start_s") + g.column("duration_s") for g in logs])
         tokens = np.concatenate([g.column("output_tokens") for g in logs]).astype(float)
         ci = batch_means_ci95(ends, tokens, out.warmup_s, out.end_s)
@@ -128,7 +128,7 @@ def test_summary_reports_exactly_these_latencies(run: Any) -> None:
 def test_export_columns_are_the_same_arrays(run: Any) -> None:
     _, outputs, _ = run
     for out in outputs:
-        lat, cols = request_latencies(out), request_columns(out)
+        lat, cols = request_latencies(out.record), request_columns(out)
         for name in ("ttft_s", "tpot_s", "e2e_s"):
             assert np.array_equal(cols[name], getattr(lat, name), equal_nan=True)
         assert np.array_equal(cols["after_warmup"], lat.after_warmup)
