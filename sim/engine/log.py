@@ -44,12 +44,12 @@ class StepRecord(NamedTuple):
     kv_pages: int
 
 
-def rank_imbalance(rank_attention_s: NDArray[np.float64]) -> float:
+def rank_imbalance(rank_own_s: NDArray[np.float64]) -> float:
     """`StepCost.rank_imbalance` (max / mean, 1.0 when idle) without `np.mean`'s call overhead.
 
     `x.sum() / x.size` is the same pairwise sum and the same division `np.mean` performs.
     """
-    x, n = rank_attention_s, rank_attention_s.size
+    x, n = rank_own_s, rank_own_s.size
     if x.dtype != np.float64:  # np.mean accumulates other dtypes differently
         mean = float(x.mean()) if n else 0.0
     else:
