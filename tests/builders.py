@@ -1,0 +1,82 @@
+"""Scenario and deployment builders shared by the tests in every directory.
+
+`TINY` is the small scenario most run-level tests start from (one 8-GPU H200 node, seconds of
+simulated time); `tiny(...)` replaces its top-level keys. `unit` and `pd_pair` build the
+one-node deployments the engine tests drive with a fixed cost model. Import them as
+`from tests.builders import ...` (pyproject puts the repository root on the path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.specs.deployment import Deployment, PdDeployment
+from sim.specs.scenario import Scenario
+
+
+def poisson(rate_req_s: float, input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """An open-loop Poisson workload with fixed input and output lengths."""
+    return {
+        "kind": "poisson",
+        "rate_req_s": rate_req_s,
+        "input": {"kind": "fixed", "tokens": input_tokens},
+        "output": {"kind": "fixed", "tokens": output_tokens},
+    }
+
+
+TINY: dict[str, Any] = {
+    "name": "tiny",
+    "model": "deepseek-v3",
+    "gpu": "h200",
+    "deployments": [
+        {"name": "tp8", "attn_tp": 8, "moe_tp": 8},
+        {"name": "dp8_ep8", "attn_tp": 1, "moe_ep": 8},
+    ],
+    "workload": poisson(4.0, 1000, 50),
+    "slo": {"ttft_s": 0.5, "tpot_s": 0.1, "percentile": 90},
+    "run": {"duration_s": 8.0, "warmup_s": 1.0, "seed": 1},
+}
+
+
+def tiny(**changes: Any) -> Scenario:
+    """TINY with top-level keys replaced (`workload=...`, `deployments=...`)."""
+    return Scenario.model_validate(TINY | changes)
+
+
+def unit(ranks: int = 1, **kw: object) -> Deployment:
+    """A colocated unit of `ranks` one-GPU attention ranks (EP over all of them)."""
+    return Deployment(name="u", nodes=1, gpus_per_node=ranks, attn_tp=1, moe_ep=ranks, **kw)
+
+
+def pd_pair(
+    prefill: dict[str, Any] | None = None, decode: dict[str, Any] | None = None, **both: Any
+) -> PdDeployment:
+    """A PD pair named `pd` of pools `p` and `d`; `both` goes to each pool, `prefill` and
+    `decode` to one. Each pool takes its role from its place in the pair."""
+    return PdDeployment(
+        name="pd",
+        prefill=Deployment(name="p", **both, **(prefill or {})),
+        decode=Deployment(name="d", **both, **(decode or {})),
+    )
+
+
+# Three small layouts (TP, DP with MTP, a PD pair) on two GPUs or fewer, with uniform lengths:
+# the run-level tests that swap in a fixed cost model (`tests.engine.fixed_cost.small_factory`).
+SMALL_TEXT = """\
+name: small
+model: deepseek-v3
+gpu: h200
+deployments:
+  - {name: tp2, gpus_per_node: 2, attn_tp: 2, moe_tp: 2}
+  - {name: dp2, gpus_per_node: 2, attn_tp: 1, moe_ep: 2, mtp_draft_tokens: 1, mtp_acceptance: [0.8]}
+  - name: pd
+    prefill: {name: p, gpus_per_node: 1}
+    decode: {name: d, gpus_per_node: 1}
+    kv_transfer_gb_s: 10
+workload:
+  kind: poisson
+  rate_req_s: 20
+  input: {kind: uniform, min_tokens: 100, max_tokens: 2000}
+  output: {kind: uniform, min_tokens: 10, max_tokens: 200}
+slo: {ttft_s: 0.5, tpot_s: 0.05, percentile: 90}
+run: {duration_s: 20, warmup_s: 2, seed: 3}
+"""
