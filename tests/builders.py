@@ -59,6 +59,24 @@ def pd_pair(
     )
 
 
+# TINY's two layouts as a scenario file, with a looser SLO and a 6 s run: the CLI tests edit
+# the text itself (`.replace`), so it stays YAML.
+SHORT_TEXT = """\
+name: short
+model: deepseek-v3
+gpu: h200
+deployments:
+  - {name: tp8, attn_tp: 8, moe_tp: 8}
+  - {name: dp8_ep8, attn_tp: 1, moe_ep: 8}
+workload:
+  kind: poisson
+  rate_req_s: 4
+  input: {kind: fixed, tokens: 1000}
+  output: {kind: fixed, tokens: 50}
+slo: {ttft_s: 2, tpot_s: 0.1}
+run: {duration_s: 6, warmup_s: 1, seed: 1}
+"""
+
 # Three small layouts (TP, DP with MTP, a PD pair) on two GPUs or fewer, with uniform lengths:
 # the run-level tests that swap in a fixed cost model (`tests.engine.fixed_cost.small_factory`).
 SMALL_TEXT = """\

@@ -18,8 +18,8 @@ from sim.io.scenario_io import parse_scenario
 from sim.io.workload_csv import read_trace
 from sim.metrics.stats import censored_quantile
 from sim.run import simulate_scenario, summarize_scenario
+from tests.builders import SHORT_TEXT as SHORT
 from tests.builders import SMALL_TEXT
-from tests.cli.test_cli_run import SHORT
 from tests.engine.fixed_cost import small_factory
 
 
