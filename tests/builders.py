@@ -1,16 +1,21 @@
-"""Scenario and deployment builders shared by the tests in every directory.
+"""Scenario, deployment and measured-row builders shared by the tests in every directory.
 
 `TINY` is the small scenario most run-level tests start from (one 8-GPU H200 node, seconds of
-simulated time); `tiny(...)` replaces its top-level keys. `unit` and `pd_pair` build the
-one-node deployments the engine tests drive with a fixed cost model. Import them as
+simulated time); `tiny(...)` replaces its top-level keys and `poisson(...)` writes a workload.
+`unit` and `pd_pair` build the one-node deployments the engine tests drive with a fixed cost
+model. `SHORT_TEXT` and `SMALL_TEXT` are scenario files for tests that read YAML; `MEASURED_ROW`
+and `write_rows_csv` make a measured-rows CSV for the validation tests. Import them as
 `from tests.builders import ...` (pyproject puts the repository root on the path)."""
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import Any
 
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import Scenario
+from sim.validate.rows import REQUIRED_COLUMNS
 
 
 def poisson(rate_req_s: float, input_tokens: int, output_tokens: int) -> dict[str, Any]:
@@ -98,3 +103,41 @@ workload:
 slo: {ttft_s: 0.5, tpot_s: 0.05, percentile: 90}
 run: {duration_s: 20, warmup_s: 2, seed: 3}
 """
+
+
+# One measured deployment row (aiconfigurator's silicon_sample.csv columns) for the validation
+# tests; each test overrides the fields it is about.
+MEASURED_ROW: dict[str, Any] = {
+    "id": "r1",
+    "silicon_data_source": "db-dump; config_id=1; silicon_concurrency=8; image",
+    "backend": "trtllm",
+    "backend_version": "1.1.0",
+    "model_path": "deepseek-ai/DeepSeek-R1",
+    "system": "h200_sxm",
+    "precision": "fp8",
+    "mode": "agg",
+    "isl": 1024,
+    "osl": 64,
+    "gemm_quant_mode": "fp8",
+    "moe_quant_mode": "fp8",
+    "batch_size": 8,
+    "tp_size": 8,
+    "pp_size": 1,
+    "attention_dp_size": 1,
+    "moe_tp_size": 1,
+    "moe_ep_size": 8,
+    "silicon_ttft_ms": 400.0,
+    "silicon_tpot_ms": 12.0,
+}
+
+
+def write_rows_csv(
+    path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] = REQUIRED_COLUMNS
+) -> Path:
+    """`rows` as a measured-rows CSV with `columns` (missing fields left empty)."""
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c, "") for c in columns})
+    return path
