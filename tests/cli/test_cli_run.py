@@ -10,23 +10,9 @@ from typer.testing import CliRunner
 
 from sim.cli.run import register
 from sim.io.scenario_io import load_scenario
+from tests.builders import SHORT_TEXT as SHORT
 
 ROOT = Path(__file__).resolve().parents[2]
-SHORT = """\
-name: short
-model: deepseek-v3
-gpu: h200
-deployments:
-  - {name: tp8, attn_tp: 8, moe_tp: 8}
-  - {name: dp8_ep8, attn_tp: 1, moe_ep: 8}
-workload:
-  kind: poisson
-  rate_req_s: 4
-  input: {kind: fixed, tokens: 1000}
-  output: {kind: fixed, tokens: 50}
-slo: {ttft_s: 2, tpot_s: 0.1}
-run: {duration_s: 6, warmup_s: 1, seed: 1}
-"""
 
 
 def _app() -> typer.Typer:

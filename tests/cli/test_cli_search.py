@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from sim.cli import app
-from tests.search.search_scenarios import TINY
+from tests.builders import TINY
 
 RUNNER = CliRunner(env={"COLUMNS": "200"})
 

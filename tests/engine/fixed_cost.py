@@ -60,11 +60,6 @@ class FixedCost:
         )
 
 
-def unit(ranks: int = 1, **kw: object) -> Deployment:
-    """A colocated unit of `ranks` one-GPU attention ranks (EP over all of them)."""
-    return Deployment(name="u", nodes=1, gpus_per_node=ranks, attn_tp=1, moe_ep=ranks, **kw)
-
-
 def requests(*rows: tuple[float, int, int]) -> Batch:
     """A trace of (arrival_s, input_tokens, output_tokens) rows, no prefix hits."""
     a = np.asarray(rows, dtype=np.float64).reshape(-1, 3)
@@ -90,3 +85,9 @@ def run_trace(
     """Simulate `batch` until every request is done (or `duration_s`)."""
     run = RunSpec(duration_s=duration_s, max_requests=int(batch.arrival_s.shape[0]))
     return simulate(dep, lambda d: cost, TRACE, run, trace=batch, nic_gb_s=nic_gb_s)
+
+
+def small_factory(model: object, gpu: object, dep: Deployment, profile: object) -> FixedCost:
+    """The cost factory for `tests.builders.SMALL_TEXT`: attention time grows with the TP size."""
+    return FixedCost(step_s=0.01, prefill_token_s=2e-6, kv_token_s=1e-8 * dep.attn_tp,
+                     capacity_tokens=200_000)  # fmt: skip

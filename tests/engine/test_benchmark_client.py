@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fixed_cost import FixedCost, unit
 
 from sim.engine import simulate
 from sim.engine.benchmark_feed import BenchmarkFeed
@@ -13,6 +12,8 @@ from sim.engine.requests import RequestTable
 from sim.metrics import summarize
 from sim.specs import RunSpec, Slo
 from sim.specs.workload import BenchmarkWorkload
+from tests.builders import unit
+from tests.engine.fixed_cost import FixedCost
 
 SLO = Slo(ttft_s=1.0, tpot_s=1.0)
 

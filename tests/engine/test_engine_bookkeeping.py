@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fixed_cost import FixedCost, requests, run_trace, unit
 
 from sim.cost.batch import BatchShape, StepCost
 from sim.engine.kv import KvPages
 from sim.engine.log import rank_imbalance
 from sim.engine.requests import RequestTable
 from sim.engine.running import IDS, LEFT, RANK, RunningSet
+from tests.builders import unit
+from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixed_cost import FixedCost, requests, run_trace, unit
 
 from sim.engine.invariants import (
     InvariantError,
@@ -15,6 +14,8 @@ from sim.engine.invariants import (
     count_requests,
 )
 from sim.io.workload_csv import TraceError, read_trace
+from tests.builders import unit
+from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
 
 def _finished_run():  # type: ignore[no-untyped-def]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fixed_cost import FixedCost, requests, run_trace, unit
 
 from sim.engine.kv import KvPages
 from sim.engine.requests import EngineError
+from tests.builders import unit
+from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
 
 def test_pages_round_up_and_include_state() -> None:

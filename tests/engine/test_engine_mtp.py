@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fixed_cost import FixedCost, requests, run_trace, unit
 
 from sim.engine.mtp import DraftSampler, DrawStream, expected_accept_len
 from sim.metrics import summarize
 from sim.specs import Slo
+from tests.builders import unit
+from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
 
 def test_closed_form() -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-from fixed_cost import FixedCost, requests, run_trace, unit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.engine import simulate
-from sim.specs import Deployment, PdDeployment, PoissonWorkload, RunSpec
+from sim.specs import PoissonWorkload, RunSpec
+from tests.builders import pd_pair, unit
+from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
 
 def _poisson(rate: float) -> PoissonWorkload:
@@ -96,10 +97,10 @@ def test_invariants_hold_and_every_request_ends(
 @given(rows=rows, capacity=st.integers(700, 3000))
 def test_pd_invariants(rows: list[tuple[float, int, int]], capacity: int) -> None:
     two = {"nodes": 1, "gpus_per_node": 2, "moe_ep": 2}
-    pd = PdDeployment(
-        name="pd",
-        prefill=Deployment(name="p", page_size_tokens=16, chunked_prefill_tokens=256, **two),
-        decode=Deployment(name="d", page_size_tokens=16, max_running_requests=4, **two),
+    pd = pd_pair(
+        prefill={"page_size_tokens": 16, "chunked_prefill_tokens": 256},
+        decode={"page_size_tokens": 16, "max_running_requests": 4},
+        **two,
     )
     cost = FixedCost(step_s=0.01, prefill_token_s=1e-5, capacity_tokens=capacity)
     out = run_trace(pd, cost, requests(*rows))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fixed_cost import FixedCost, requests, run_trace, unit
 
 from sim.engine import ROUTERS, make_router
 from sim.engine.router import RankLoad
+from tests.builders import unit
+from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
 
 def test_unknown_router_lists_known_ones() -> None:

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from fixed_cost import TRACE, FixedCost, requests, run_trace, unit
 
 from sim.catalog import load_gpu, load_model
 from sim.cost.batch import BatchShape, StepCost
@@ -14,6 +13,8 @@ from sim.cost.serving import ServingCostModel
 from sim.engine import simulate
 from sim.engine.arrivals import Batch
 from sim.specs import Deployment, RunSpec
+from tests.builders import unit
+from tests.engine.fixed_cost import TRACE, FixedCost, requests, run_trace
 
 Row = tuple[bool, int, int, bool]  # (is_decode, new tokens, kv tokens after, samples a token)
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fixed_cost import FixedCost, requests, run_trace, unit
 
 from sim.metrics import summarize
 from sim.metrics.summary import _itl
-from sim.specs import Deployment, PdDeployment, Slo
+from sim.specs import Slo
+from tests.builders import pd_pair, unit
+from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
 
 def test_one_rank_two_requests_exact_timeline() -> None:
@@ -51,11 +52,7 @@ def test_idle_unit_sleeps_until_next_arrival() -> None:
 def test_pd_transfer_time_then_decode_pool() -> None:
     cost = FixedCost(step_s=0.010, prefill_token_s=1e-5, bytes_per_token=1000.0)
     one = {"nodes": 1, "gpus_per_node": 1}
-    pd = PdDeployment(
-        name="pd",
-        prefill=Deployment(name="p", role="prefill", **one),
-        decode=Deployment(name="d", role="decode", **one),
-    )
+    pd = pd_pair(**one)
     out = run_trace(pd, cost, requests((0.0, 1000, 3)), nic_gb_s=1.0)
     # prefill 10 + 10 ms -> first token sampled at 0.020; KV 1000 x 1000 B at 1 GB/s = 1 ms,
     # and the decode pool streams the token as its first step for it starts (0.021); then two
@@ -71,11 +68,7 @@ def test_pd_wait_for_a_decode_slot_counts_in_ttft() -> None:
     pool delays first tokens, not later ones."""
     cost = FixedCost(step_s=0.010, prefill_token_s=1e-5, bytes_per_token=1000.0)
     one = {"nodes": 1, "gpus_per_node": 1}
-    pd = PdDeployment(
-        name="pd",
-        prefill=Deployment(name="p", role="prefill", **one),
-        decode=Deployment(name="d", role="decode", max_running_requests=1, **one),
-    )
+    pd = pd_pair(decode={"max_running_requests": 1}, **one)
     out = run_trace(pd, cost, requests((0.0, 1000, 3), (0.0, 1000, 3)), nic_gb_s=1.0)
     # one prefill step of 2000 tokens (0.030); the caches land at 0.031 and 0.032; the one
     # decode slot serves the first request (0.031-0.051), then the second (0.051-0.071)

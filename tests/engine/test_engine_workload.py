@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fixed_cost import FixedCost, unit
 
 from sim.engine import simulate
 from sim.engine.arrivals import WorkloadRefused, open_loop
@@ -18,6 +17,8 @@ from sim.specs import (
     RunSpec,
     UniformLength,
 )
+from tests.builders import unit
+from tests.engine.fixed_cost import FixedCost
 
 FIX = {"kind": "fixed", "tokens": 100}
 

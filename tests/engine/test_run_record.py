@@ -7,13 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixed_cost import FixedCost, requests, run_trace, unit
 
 from sim.engine import RunRecord
 from sim.metrics import summarize
 from sim.metrics.results import FROM_MAIN_POOL, DeploymentResults, PoolResults
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import Slo
+from tests.builders import pd_pair, unit
+from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
 METRICS = Path(__file__).resolve().parents[2] / "sim" / "metrics"
 # what the metrics may take from the engine: the record's types, the phase codes, and one pure
@@ -57,11 +58,7 @@ def test_record_columns_are_read_only_and_trimmed() -> None:
 
 def test_pd_record_names_the_pools_by_role_and_counts_transfers() -> None:
     one = {"nodes": 1, "gpus_per_node": 1}
-    pd = PdDeployment(
-        name="pd",
-        prefill=Deployment(name="p", role="prefill", **one),
-        decode=Deployment(name="d", role="decode", **one),
-    )
+    pd = pd_pair(**one)
     rec = _run(pd)
     assert [p.role for p in rec.pools] == ["prefill", "decode"]
     assert rec.kv_transfers > 0 and rec.kv_transfer_total_s >= 0.0

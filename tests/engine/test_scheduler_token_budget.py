@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fixed_cost import FixedCost, requests, run_trace, unit
+
+from tests.builders import unit
+from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from sim.io.overrides import (
     parse_assignment,
     parse_value,
 )
-from tests.search.search_scenarios import tiny
+from tests.builders import tiny
 
 
 def test_plain_paths_change_only_their_field() -> None:

@@ -17,6 +17,7 @@ from sim.run import run_scenario
 from sim.search.backends import SerialBackend
 from sim.search.capacity import meets_slo
 from sim.specs.scenario import Scenario
+from tests import builders
 from tests.plan.plan_helpers import TINY_SPACE, tiny
 
 
@@ -118,14 +119,11 @@ def test_a_layout_just_over_memory_is_pruned_as_a_near_miss() -> None:
 def test_a_narrow_slo_miss_is_a_near_miss() -> None:
     from sim.plan.run import _near_miss
 
-    sc = Scenario.model_validate({
-        "name": "t", "model": "deepseek-v3", "gpu": "h200",
-        "deployments": [{"name": "d", "attn_tp": 8, "moe_tp": 8}],
-        "workload": {"kind": "poisson", "rate_req_s": 2.0,
-                     "input": {"kind": "fixed", "tokens": 500},
-                     "output": {"kind": "fixed", "tokens": 20}},
-        "slo": {"ttft_s": 2.0, "tpot_s": 0.1}, "run": {"duration_s": 6.0, "warmup_s": 1.0},
-    })  # fmt: skip
+    sc = builders.tiny(
+        name="t", deployments=[{"name": "d", "attn_tp": 8, "moe_tp": 8}],
+        workload=builders.poisson(2.0, 500, 20),
+        slo={"ttft_s": 2.0, "tpot_s": 0.1}, run={"duration_s": 6.0, "warmup_s": 1.0},
+    )  # fmt: skip
     d = run_scenario(sc).deployments[0]
     assert d.ttft_at_slo_s is not None and d.tpot_at_slo_s is not None
     slo = {"ttft_s": d.ttft_at_slo_s / 1.05, "tpot_s": d.tpot_at_slo_s * 2, "percentile": 90}

@@ -9,7 +9,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from search_scenarios import tiny
 
 from sim.search.backends import (
     BackendError,
@@ -20,6 +19,7 @@ from sim.search.backends import (
     run_all,
 )
 from sim.specs.scenario import Scenario
+from tests.builders import tiny
 
 
 def _points() -> list[Scenario]:

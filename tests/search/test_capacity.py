@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from search_scenarios import TINY, tiny
 
 from sim.metrics.results import DeploymentResults
 from sim.run import run_scenario
@@ -20,6 +19,7 @@ from sim.search.capacity import (
 )
 from sim.search.capacity_report import Probe
 from sim.specs.scenario import Scenario
+from tests.builders import TINY, tiny
 
 DP = TINY["deployments"][1]
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from search_scenarios import tiny
 
 from sim.io.overrides import OverrideError
 from sim.search.grid import Axis, grid_points, grid_size, parse_axis
+from tests.builders import tiny
 
 
 def test_axis_syntax() -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from search_scenarios import TINY, tiny
 
 from sim.run import run_scenario
 from sim.search.backends import SerialBackend
 from sim.search.load import load_of, load_points, run_load_sweep
+from tests.builders import TINY, tiny
 
 
 def test_open_loop_scales_the_rate() -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from search_scenarios import TINY, tiny
 from typer.testing import CliRunner
 
 from sim.catalog import load_gpu, load_model
@@ -25,6 +24,7 @@ from sim.search.pd_capacity import PoolRule, mean_tokens, pool_rules
 from sim.specs.deployment import Deployment
 from sim.specs.scenario import Scenario
 from sim.specs.workload import EmpiricalLength, FixedLength, LognormalLength, UniformLength
+from tests.builders import TINY, tiny
 
 # one node per pool; the decode pool holds at most 32 requests per rank, so it saturates
 # at a different rate from the prefill pool

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from search_scenarios import TINY, tiny
 
 from sim.search.backends import RayBackend, SerialBackend, run_all
+from tests.builders import TINY, tiny
 
 if os.environ.get("CI"):
     import ray  # CI installs it: a missing Ray must fail, not skip

@@ -8,9 +8,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from search_scenarios import TINY, tiny
 
 from sim.search.backends import RayBackend, RunError, run_scenario_json
+from tests.builders import TINY, tiny
 
 
 def _too_tight() -> str:

@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 
 from sim.validate.rows import REQUIRED_COLUMNS, RowsError, closed_loop_tok_s, read_rows
-from tests.validate.conftest import BASE, write_csv
+from tests.builders import MEASURED_ROW as BASE
+from tests.builders import write_rows_csv as write_csv
 
 
 def test_a_missing_column_is_named(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_engine_outputs import TEXT, _factory
 
 from sim.engine import Phase, RequestRecord, RequestTable
 from sim.io.requests_io import request_columns
@@ -16,6 +15,8 @@ from sim.io.scenario_io import parse_scenario
 from sim.metrics import request_latencies
 from sim.metrics.stats import batch_means_ci95, censored_percentiles, percentiles
 from sim.run import simulate_scenario, summarize_scenario
+from tests.builders import SMALL_TEXT
+from tests.engine.fixed_cost import small_factory
 
 
 def _table() -> RequestTable:
@@ -82,8 +83,8 @@ def test_slo_outcomes_count_known_failures() -> None:
 
 @pytest.fixture(scope="module")
 def run() -> Any:
-    sc = parse_scenario(TEXT)
-    outputs = simulate_scenario(sc, cost_factory=_factory)
+    sc = parse_scenario(SMALL_TEXT)
+    outputs = simulate_scenario(sc, cost_factory=small_factory)
     return sc, outputs, summarize_scenario(sc, outputs)
 
 

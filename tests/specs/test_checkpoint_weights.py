@@ -12,6 +12,7 @@ from sim.catalog import CatalogError, load_model
 from sim.io.resolve import resolve
 from sim.specs.hf_config import checkpoint_weight_dtype
 from sim.specs.scenario import Scenario
+from tests.builders import poisson, tiny
 
 CATALOG = Path(__file__).resolve().parents[2] / "sim" / "catalog" / "models"
 
@@ -36,14 +37,12 @@ def _scenario(model: str, **dep: object) -> Scenario:
 
 
 def _shape(model: str, **dep: object) -> Scenario:
-    return Scenario.model_validate({
-        "name": "w", "model": model, "gpu": "h200",
-        "deployments": [{"name": "d", "attn_tp": 1, **dep},
-                        {"name": "pd", "prefill": {"name": "p"}, "decode": {"name": "q"}}],
-        "workload": {"kind": "poisson", "rate_req_s": 1, "input": {"kind": "fixed", "tokens": 10},
-                     "output": {"kind": "fixed", "tokens": 5}},
-        "slo": {"ttft_s": 1, "tpot_s": 1}, "run": {"duration_s": 10},
-    })  # fmt: skip
+    return tiny(
+        name="w", model=model,
+        deployments=[{"name": "d", "attn_tp": 1, **dep},
+                     {"name": "pd", "prefill": {"name": "p"}, "decode": {"name": "q"}}],
+        workload=poisson(1, 10, 5), slo={"ttft_s": 1, "tpot_s": 1}, run={"duration_s": 10},
+    )  # fmt: skip
 
 
 def test_a_deployment_without_weight_dtype_serves_the_checkpoints() -> None:

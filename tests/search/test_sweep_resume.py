@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.builders import TINY
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "search"))
-from search_scenarios import TINY  # noqa: E402
 
 AXES = ["--set", "workload.rate_req_s=1,2,3,4", "--set", "run.duration_s=4"]
 

@@ -8,33 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixed_cost import FixedCost
 
 from sim.io.results_io import read_json, write_csv, write_json
 from sim.io.scenario_io import parse_scenario
 from sim.io.trace import trace_events, write_trace
 from sim.run import run_scenario, simulate_scenario
-
-TEXT = """\
-name: small
-model: deepseek-v3
-gpu: h200
-deployments:
-  - {name: tp2, gpus_per_node: 2, attn_tp: 2, moe_tp: 2}
-  - {name: dp2, gpus_per_node: 2, attn_tp: 1, moe_ep: 2, mtp_draft_tokens: 1, mtp_acceptance: [0.8]}
-  - name: pd
-    prefill: {name: p, gpus_per_node: 1}
-    decode: {name: d, gpus_per_node: 1}
-    kv_transfer_gb_s: 10
-workload:
-  kind: poisson
-  rate_req_s: 20
-  input: {kind: uniform, min_tokens: 100, max_tokens: 2000}
-  output: {kind: uniform, min_tokens: 10, max_tokens: 200}
-slo: {ttft_s: 0.5, tpot_s: 0.05, percentile: 90}
-run: {duration_s: 20, warmup_s: 2, seed: 3}
-"""
-
+from tests.builders import SMALL_TEXT
+from tests.engine.fixed_cost import small_factory
 
 CONTRACT = (
     "name", "gpus", "output_tok_s_per_gpu", "input_tok_s_per_gpu", "ttft_s", "tpot_s", "e2e_s",
@@ -44,14 +24,9 @@ CONTRACT = (
 )  # fmt: skip
 
 
-def _factory(model: Any, gpu: Any, dep: Any, profile: Any) -> FixedCost:
-    return FixedCost(step_s=0.01, prefill_token_s=2e-6, kv_token_s=1e-8 * dep.attn_tp,
-                     capacity_tokens=200_000)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def results() -> Any:
-    return run_scenario(parse_scenario(TEXT), cost_factory=_factory)
+    return run_scenario(parse_scenario(SMALL_TEXT), cost_factory=small_factory)
 
 
 def test_contract_fields(results: Any) -> None:
@@ -84,7 +59,7 @@ def test_figures_are_consistent(results: Any) -> None:
 
 
 def test_run_is_deterministic(results: Any) -> None:
-    again = run_scenario(parse_scenario(TEXT), cost_factory=_factory)
+    again = run_scenario(parse_scenario(SMALL_TEXT), cost_factory=small_factory)
     assert again.model_dump_json() == results.model_dump_json()
 
 
@@ -98,7 +73,7 @@ def test_json_round_trip_and_csv_rows(results: Any, tmp_path: Path) -> None:
 
 
 def test_trace_has_one_track_per_unit(tmp_path: Path) -> None:
-    outputs = simulate_scenario(parse_scenario(TEXT), cost_factory=_factory)
+    outputs = simulate_scenario(parse_scenario(SMALL_TEXT), cost_factory=small_factory)
     data = json.loads(write_trace(outputs, tmp_path / "t.json").read_text())
     threads = [e["args"]["name"] for e in data["traceEvents"] if e.get("name") == "thread_name"]
     assert threads == ["tp2/unit0", "dp2/unit0", "prefill/unit0", "decode/unit0"]

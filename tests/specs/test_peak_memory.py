@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from sim.specs.limits import DEFAULT
+from sim.specs.scenario import Scenario
+from tests.builders import TINY, tiny
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "search"))
-from search_scenarios import TINY  # noqa: E402
-
-from sim.specs.limits import DEFAULT  # noqa: E402
-from sim.specs.scenario import Scenario  # noqa: E402
-
 PEAK_BOUND_BYTES = 2 * 2**30  # docs/limits.md: a default-set run's peak memory
 LARGEST_RATE = (DEFAULT.max_requests - 64) / 1.1  # req/s over one simulated second
 
@@ -36,10 +34,8 @@ print(json.dumps({"arrived": d.requests.arrived, "peak_bytes": peak}))
 
 def _largest(rate: float) -> Scenario:
     workload = TINY["workload"] | {"rate_req_s": rate}
-    return Scenario.model_validate(
-        TINY | {"deployments": TINY["deployments"][1:], "workload": workload,
-                "run": {"duration_s": 1.0, "warmup_s": 0.0, "seed": 1}}
-    )  # fmt: skip
+    return tiny(deployments=TINY["deployments"][1:], workload=workload,
+                run={"duration_s": 1.0, "warmup_s": 0.0, "seed": 1})  # fmt: skip
 
 
 def test_one_request_more_is_refused() -> None:

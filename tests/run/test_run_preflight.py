@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fixed_cost import FixedCost
 
 from sim.io.scenario_io import parse_scenario
 from sim.run import simulate_scenario
+from tests.engine.fixed_cost import FixedCost
 
 TEXT = """\
 name: preflight

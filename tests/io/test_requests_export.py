@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pytest
 import typer
-from test_engine_outputs import TEXT, _factory
 from typer.testing import CliRunner
 
 from sim.cli.run import register
@@ -19,13 +18,15 @@ from sim.io.scenario_io import parse_scenario
 from sim.io.workload_csv import read_trace
 from sim.metrics.stats import censored_quantile
 from sim.run import simulate_scenario, summarize_scenario
-from tests.cli.test_cli_run import SHORT
+from tests.builders import SHORT_TEXT as SHORT
+from tests.builders import SMALL_TEXT
+from tests.engine.fixed_cost import small_factory
 
 
 @pytest.fixture(scope="module")
 def run() -> Any:
-    sc = parse_scenario(TEXT)
-    outputs = simulate_scenario(sc, cost_factory=_factory)
+    sc = parse_scenario(SMALL_TEXT)
+    outputs = simulate_scenario(sc, cost_factory=small_factory)
     return sc, outputs, summarize_scenario(sc, outputs)
 
 

@@ -3,19 +3,14 @@ goes, so the wall-time limit stops it with a clear error instead of letting it r
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "search"))
-from search_scenarios import TINY, tiny
 
 from sim.engine import run as engine_run
 from sim.run import run_scenario
 from sim.search.backends import RunError, run_scenario_json
 from sim.specs.limits import LimitError, Limits, check_wall
 from sim.specs.scenario import Scenario
+from tests.builders import TINY, tiny
 
 CLOSED = {k: v for k, v in TINY["workload"].items() if k != "rate_req_s"} | {
     "kind": "closed",

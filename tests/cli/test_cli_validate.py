@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from sim.cli import app
 from sim.validate.rows import REQUIRED_COLUMNS
-from tests.validate.conftest import BASE, write_csv
+from tests.builders import MEASURED_ROW as BASE
+from tests.builders import write_rows_csv as write_csv
 
 runner = CliRunner()
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.builders import TINY
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "search"))
-from search_scenarios import TINY  # noqa: E402
 
 OPTS = ["--target-rate", "50", "--tolerance", "0.2", "--max-runs", "6", "--backend", "serial",
         "--set", "run.duration_s=4"]  # fmt: skip
