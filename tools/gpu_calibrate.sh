@@ -43,5 +43,5 @@ tail -n 40 "$out/$name-report.txt"
 # CUDA calibration)
 left=$((560 - SECONDS))
 if [ "$left" -lt 60 ]; then echo "GPU tests not run: $left s left" | tee "$out/gpu-tests.txt"; exit 0; fi
-timeout "$left" python3 -m pytest tests/calib/test_gpu.py tests/calib/test_mla_triton.py -m gpu -q -p no:cacheprovider 2>&1 \
+timeout "$left" python3 -m pytest tests/kernels_calib/test_gpu.py tests/kernels_calib/test_mla_triton.py -m gpu -q -p no:cacheprovider 2>&1 \
   | tee "$out/gpu-tests.txt" || true

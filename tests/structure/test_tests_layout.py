@@ -15,9 +15,7 @@ TESTS = ROOT / "tests"
 #   fuzz       generated inputs across every layer (`make fuzz`, issue #25's reproducers)
 #   structure  checks on the source tree itself (import direction, this layout)
 #   fixtures   data files the tests read, no test code
-#   calib      pending: the calibration tests are being re-filed (issue #18); remove this entry
-#              when the directory is gone (the test below fails until then)
-EXCEPTIONS = {"fuzz", "structure", "fixtures", "calib"}
+EXCEPTIONS = {"fuzz", "structure", "fixtures"}
 # files directly under tests/: the shared fixtures and the shared scenario builders
 TOP_LEVEL = {"conftest.py", "builders.py"}
 
