@@ -13,11 +13,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.cost import mla
-from sim.cost.batch import OpTime
 from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED, SPARSE_ABSORB
 from sim.cost.memory import WEIGHT_BYTES, indexer_bytes_per_token_layer
 from sim.cost.op_work import op_work
-from sim.cost.pricing import ZERO, Pricer, combine
+from sim.cost.pricing import Pricer
+from sim.cost.rate import ZERO, OpTime, combine
 from sim.specs.model import ModelSpec
 
 ACT = 2.0  # BF16 activations
