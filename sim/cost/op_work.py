@@ -63,6 +63,7 @@ from sim.cost.ops import (
     MoeDown,
     MoeUp,
     Op,
+    elem_bytes,
 )
 from sim.specs.model import MlaSpec
 from sim.specs.profile import OP_ATTRIBUTES, check_op
@@ -87,12 +88,6 @@ OP_TYPES: Mapping[str, type[Op]] = {
 }  # fmt: skip
 
 
-def _elem(dtype: str) -> float:
-    if dtype not in ("bf16", "fp8"):
-        raise ValueError(f"unknown compute dtype {dtype!r}: use 'bf16' or 'fp8'")
-    return 1.0 if dtype == "fp8" else BF16
-
-
 def op_work(
     op: str, attrs: Mapping[str, object], *, mla_spec: MlaSpec | None = None, dtype: str = "bf16"
 ) -> tuple[float, float]:
@@ -105,5 +100,5 @@ def op_work(
     missing = [a for a in OP_ATTRIBUTES[op] if a not in attrs]
     if missing:
         raise ValueError(f"{op} work needs attributes {missing}")
-    elem_bytes = _elem(dtype)
-    return OP_TYPES[op].of(attrs).work(mla_spec, elem_bytes)
+    elem = elem_bytes(dtype)
+    return OP_TYPES[op].of(attrs).work(mla_spec, elem)

@@ -10,6 +10,7 @@ The attention ops are `sim.cost.attention_ops`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,19 @@ DEEPEP_GPUS_PER_NODE, DEEPEP_MAX_NODES, DEEPEP_NVLINK_SPEEDUP = 8, 4, 160.0 / 50
 Work = tuple[float, float]  # FLOPs, bytes
 
 
+def elem_bytes(dtype: str) -> float:
+    """Operand bytes of a compute dtype; ValueError unless 'bf16' or 'fp8'."""
+    if dtype not in ("bf16", "fp8"):
+        raise ValueError(f"unknown compute dtype {dtype!r}: use 'bf16' or 'fp8'")
+    return 1.0 if dtype == "fp8" else BF16
+
+
+@functools.cache
+def _fields(cls: type[Op]) -> tuple[tuple[str, bool], ...]:
+    """An op type's attributes in order, each with whether it is text (else a number)."""
+    return tuple((f.name, f.type == "str") for f in dataclasses.fields(cls))
+
+
 @dataclass(frozen=True)
 class Op(ABC):
     """An op at one shape. Subclasses declare `op` and their attributes as fields."""
@@ -39,11 +53,14 @@ class Op(ABC):
 
         Raises ValueError naming the attribute that is not a number."""
         values: dict[str, object] = {}
-        for f in dataclasses.fields(cls):
-            value = attrs[f.name]
-            if f.type != "str" and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise ValueError(f"attribute {f.name!r} must be a number, got {value!r}")
-            values[f.name] = str(value) if f.type == "str" else float(value)  # type: ignore[arg-type]
+        for name, text in _fields(cls):
+            value = attrs[name]
+            if text:
+                values[name] = str(value)
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"attribute {name!r} must be a number, got {value!r}")
+            else:
+                values[name] = float(value)
         return cls(**values)
 
     @abstractmethod
