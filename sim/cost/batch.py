@@ -13,6 +13,8 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from sim.cost.rate import OpTime
+
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 
@@ -50,15 +52,6 @@ class BatchShape:
         return BatchShape(
             num_ranks=num_ranks, rank=z, new_tokens=z, kv_tokens=z, is_decode=z.astype(bool)
         )
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpTime:
-    """Time one op contributed to a step, and where that time came from."""
-
-    seconds: float
-    source: str  # "measured" | "published" | "roofline"
-    extrapolated: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

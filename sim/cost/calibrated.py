@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from sim.cost.op_work import op_work
-from sim.cost.roofline import OpEstimate
+from sim.cost.rate import OpTime
 from sim.cost.table_grid import (
     MISMATCH,
     Grid,
@@ -98,7 +98,7 @@ class CalibratedCost:
         flops: float,
         bytes_: float,
         dtype: str = "bf16",
-    ) -> OpEstimate:
+    ) -> OpTime:
         """Seconds of a compute op. `key` and `point` together give every attribute of the op.
 
         Raises ValueError for a comm op (use `link_seconds`), an unknown op or a wrong attribute.
@@ -116,7 +116,7 @@ class CalibratedCost:
             if flops > 0 or bytes_ > 0:
                 seconds += r.launch_overhead_us.value * 1e-6
             detail = f"{op}: no table; roofline at compute eff {e_c.value:.3g}"
-            return OpEstimate(seconds=seconds, source="roofline", extrapolated=False, detail=detail)
+            return OpTime(seconds=seconds, source="roofline", extrapolated=False, detail=detail)
         return self._from_table(op, attrs, (flops / peak, bytes_ / bandwidth), dtype, bandwidth)
 
     def link_seconds(
@@ -127,7 +127,7 @@ class CalibratedCost:
         point: Mapping[str, float],
         bytes_: float,
         link_bytes_per_s: float,
-    ) -> OpEstimate:
+    ) -> OpTime:
         """Seconds of a comm op moving `bytes_` (op_work convention) over a link of that speed."""
         if op not in COMM_OPS:
             check_op(op)
@@ -138,7 +138,7 @@ class CalibratedCost:
             seconds = bytes_ / (link_bytes_per_s * r.comm_link_efficiency.value)
             seconds += r.launch_overhead_us.value * 1e-6 if bytes_ > 0 else 0.0
             detail = f"{op}: no table; link roofline at eff {r.comm_link_efficiency.value:.3g}"
-            return OpEstimate(seconds=seconds, source="roofline", extrapolated=False, detail=detail)
+            return OpTime(seconds=seconds, source="roofline", extrapolated=False, detail=detail)
         query = (0.0, bytes_ / link_bytes_per_s)
         return self._from_table(op, attrs, query, "bf16", link_bytes_per_s)
 
@@ -149,7 +149,7 @@ class CalibratedCost:
         query: Resources,
         dtype: str,
         bandwidth: float,
-    ) -> OpEstimate:
+    ) -> OpTime:
         """`query`: the op's roofline seconds of compute and of memory (link) traffic on this
         GPU; `bandwidth`: this GPU's HBM (comm ops: the link's) bytes/s."""
         names = self._key_names[op]
@@ -190,7 +190,7 @@ class CalibratedCost:
             f"{op}[{table.impl}] {how}; fixed {fixed * 1e6:.3g} us + work at eff {eff:.3g}; "
             f"{table.source}"
         )
-        return OpEstimate(
+        return OpTime(
             seconds=seconds, source=self.profile.kind, extrapolated=extrapolated, detail=detail
         )
 

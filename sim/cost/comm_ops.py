@@ -23,9 +23,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sim.cost import comm
-from sim.cost.batch import BatchShape, OpTime
+from sim.cost.batch import BatchShape
 from sim.cost.memo import round_to_bucket
-from sim.cost.pricing import ZERO, Pricer, combine, scale
+from sim.cost.pricing import Pricer
+from sim.cost.rate import ZERO, OpTime, combine, scale
 from sim.cost.routed import receive_skew
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec

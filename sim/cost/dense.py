@@ -12,10 +12,10 @@ rank's kernels: over the gathered rows at 1/GPUs of the width it is a rank's row
 
 from __future__ import annotations
 
-from sim.cost.batch import OpTime
 from sim.cost.comm_ops import CommLoad, dp_gather
 from sim.cost.layer_ops import RankContext, gemm
-from sim.cost.pricing import ZERO, Pricer, combine, scale
+from sim.cost.pricing import Pricer
+from sim.cost.rate import ZERO, OpTime, combine, scale
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 

@@ -53,11 +53,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.cost.batch import OpTime
 from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
 from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.op_work import BF16, FP8_SCALE_GROUP
-from sim.cost.pricing import Pricer, combine, scale
+from sim.cost.pricing import Pricer
+from sim.cost.rate import OpTime, combine, scale
 from sim.cost.routed import busiest_tokens
 from sim.specs.deployment import Deployment
 from sim.specs.model import ModelSpec

@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from sim.cost import comm
-from sim.cost.batch import BatchShape, OpTime
+from sim.cost.batch import BatchShape
 from sim.cost.layer_ops import RankContext, gemm
-from sim.cost.pricing import ZERO, Pricer, combine
+from sim.cost.pricing import Pricer
+from sim.cost.rate import ZERO, OpTime, combine
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 

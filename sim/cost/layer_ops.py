@@ -13,11 +13,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.cost import mla
-from sim.cost.batch import OpTime
 from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED, SPARSE_ABSORB
 from sim.cost.memory import WEIGHT_BYTES, indexer_bytes_per_token_layer
-from sim.cost.op_work import op_work
-from sim.cost.pricing import ZERO, Pricer, combine
+from sim.cost.ops import Gemm, elem_bytes
+from sim.cost.pricing import Pricer
+from sim.cost.rate import ZERO, OpTime, combine
 from sim.specs.model import ModelSpec
 
 ACT = 2.0  # BF16 activations
@@ -115,15 +115,15 @@ def gemm(
     """One GEMM: m tokens x (k -> n) with the deployment's weight dtype, or `weight_dtype` for
     the weights SGLang keeps in BF16 whatever the checkpoint (lm_head, router, MTP eh_proj).
 
-    Work follows `op_work` (activations in the compute dtype, outputs BF16), so a table point
+    Work is `ops.Gemm`'s (activations in the compute dtype, outputs BF16), so a table point
     comes back exactly."""
     if m <= 0:
         return ZERO
     w = weight_dtype or c.weight_dtype
-    attrs = {"m": m, "k": k, "n": n}
-    flops, bytes_ = op_work("gemm", attrs, dtype=compute_dtype(w))
+    attrs, dtype = {"m": m, "k": k, "n": n}, compute_dtype(w)
+    flops, bytes_ = Gemm(m=float(m), k=float(k), n=float(n)).work(None, elem_bytes(dtype))
     bytes_ += k * n * weight_excess_bytes(w)
-    return pr.op("gemm", attrs, flops, bytes_, compute_dtype(w))
+    return pr.op("gemm", attrs, flops, bytes_, dtype)
 
 
 def absorb_bmm(pr: Pricer, c: RankContext, tokens: float) -> OpTime:

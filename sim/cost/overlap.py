@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.cost.batch import OpTime
+from sim.cost.rate import OpTime
 from sim.specs.model import ModelSpec
 
 # DeepEP's normal (prefill) kernels keep SMs busy moving data, so compute that overlaps them

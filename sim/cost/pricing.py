@@ -27,16 +27,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from sim.cost.batch import OpTime
 from sim.cost.memo import BoundedCache
 from sim.cost.op_work import op_work
-from sim.cost.roofline import OpEstimate, OpEstimator, RooflineCost
+from sim.cost.rate import ZERO, OpTime, Rate
+from sim.cost.roofline import OpEstimator, RooflineCost
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import MlaSpec
 from sim.specs.profile import COMM_OPS, OP_ATTRIBUTES
 
-SOURCE_RANK = {"roofline": 0, "published": 1, "measured": 2}
-ZERO = OpTime(seconds=0.0, source="roofline")
 # attention cores outside the profile vocabulary: priced like attention, not like GEMMs
 FALLBACK_ATTENTION_OPS = frozenset({"gqa_decode", "gqa_prefill", "kda"})
 Attrs = Mapping[str, object]
@@ -45,23 +43,7 @@ Attrs = Mapping[str, object]
 RATE_MEMO_ENTRIES = 200_000
 
 
-@dataclass(frozen=True)
-class _Rate:
-    """An op's price at one shape: seconds per roofline second of compute and of memory
-    traffic, and fixed seconds per call."""
-
-    compute: float
-    memory: float
-    fixed_s: float
-    source: str
-    extrapolated: bool
-
-    def time(self, compute_s: float, memory_s: float) -> OpTime:
-        seconds = max(self.compute * compute_s, self.memory * memory_s) + self.fixed_s
-        return OpTime(seconds=seconds, source=self.source, extrapolated=self.extrapolated)
-
-
-def _rate(price: Callable[[float, float], OpEstimate], compute_s: float, memory_s: float) -> _Rate:
+def _rate(price: Callable[[float, float], OpTime], compute_s: float, memory_s: float) -> Rate:
     """An estimator's rates at one shape. `price(x, y)` prices x times the reference FLOPs and
     y times its bytes, whose roofline times are `compute_s` and `memory_s`. The fixed part is
     what doubling the work does not double."""
@@ -81,7 +63,13 @@ def _rate(price: Callable[[float, float], OpEstimate], compute_s: float, memory_
         split = max(compute * compute_s, memory * memory_s)
         if whole > 0 and split > 0 and abs(whole - split) > 1e-9 * whole:
             compute, memory = compute * whole / split, memory * whole / split
-    return _Rate(compute, memory, fixed, alone.source, alone.extrapolated)
+    return Rate(
+        compute_s_per_s=compute,
+        memory_s_per_s=memory,
+        fixed_s=fixed,
+        source=alone.source,
+        extrapolated=alone.extrapolated,
+    )
 
 
 @dataclass
@@ -93,7 +81,7 @@ class Pricer:
     mla_spec: MlaSpec | None = None
     fallback: OpEstimator | None = None
     attention_fallback: OpEstimator | None = None  # FALLBACK_ATTENTION_OPS (default: fallback)
-    _memo: BoundedCache[tuple[object, ...], _Rate] = field(
+    _memo: BoundedCache[tuple[object, ...], Rate] = field(
         default_factory=lambda: BoundedCache(RATE_MEMO_ENTRIES)
     )
 
@@ -111,7 +99,7 @@ class Pricer:
         hit = self._memo.get(memo_key, lambda: self._rate(op, attrs, flops, bytes_, dtype))
         return hit.time(compute_s, memory_s)
 
-    def _rate(self, op: str, attrs: Attrs, flops: float, bytes_: float, dtype: str) -> _Rate:
+    def _rate(self, op: str, attrs: Attrs, flops: float, bytes_: float, dtype: str) -> Rate:
         estimator = self.estimator
         if op in OP_ATTRIBUTES:
             flops, bytes_ = op_work(op, attrs, mla_spec=self.mla_spec, dtype=dtype)
@@ -120,7 +108,7 @@ class Pricer:
             if op in FALLBACK_ATTENTION_OPS and self.attention_fallback is not None:
                 estimator = self.attention_fallback
 
-        def price(x: float, y: float) -> OpEstimate:
+        def price(x: float, y: float) -> OpTime:
             return estimator.estimate(
                 op, key=attrs, point={}, flops=x * flops, bytes_=y * bytes_, dtype=dtype
             )
@@ -138,37 +126,16 @@ class Pricer:
             0.0, ideal
         )
 
-    def _link_rate(self, op: str, attrs: Attrs, link_bytes_per_s: float) -> _Rate:
+    def _link_rate(self, op: str, attrs: Attrs, link_bytes_per_s: float) -> Rate:
         assert op in COMM_OPS, op
         _, ref_bytes = op_work(op, attrs)
         link_fn = getattr(self.estimator, "link_seconds", None)
         if link_fn is None or ref_bytes <= 0:
-            return _Rate(0.0, 1.0, 0.0, "roofline", False)
+            return Rate(compute_s_per_s=0.0, memory_s_per_s=1.0, fixed_s=0.0, source="roofline")
 
-        def price(_: float, y: float) -> OpEstimate:
+        def price(_: float, y: float) -> OpTime:
             return link_fn(  # type: ignore[no-any-return]
                 op, key=attrs, point={}, bytes_=y * ref_bytes, link_bytes_per_s=link_bytes_per_s
             )
 
         return _rate(price, 0.0, ref_bytes / link_bytes_per_s)
-
-
-def combine(*times: OpTime) -> OpTime:
-    """Sum of several priced pieces, labelled with the weakest source among them."""
-    live = [t for t in times if t.seconds > 0.0]
-    if not live:
-        return ZERO
-    weakest = min(live, key=lambda t: SOURCE_RANK.get(t.source, 0)).source
-    return OpTime(
-        seconds=sum(t.seconds for t in live),
-        source=weakest,
-        extrapolated=any(t.extrapolated for t in live),
-    )
-
-
-def scale(t: OpTime, factor: float) -> OpTime:
-    return OpTime(seconds=t.seconds * factor, source=t.source, extrapolated=t.extrapolated)
-
-
-def total_seconds(ops: Mapping[str, OpTime]) -> float:
-    return sum(t.seconds for t in ops.values())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.cost.batch import OpTime
 from sim.cost.comm_ops import tp_allreduce
 from sim.cost.elementwise import draft_elementwise, rank_elementwise
 from sim.cost.layer_ops import (
@@ -21,7 +20,8 @@ from sim.cost.layer_ops import (
     linear_attention_layer,
     mla_layer,
 )
-from sim.cost.pricing import Pricer, combine, scale
+from sim.cost.pricing import Pricer
+from sim.cost.rate import OpTime, combine, scale
 from sim.cost.unit_work import draft_passes
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec

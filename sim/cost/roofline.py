@@ -10,17 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from sim.cost.rate import OpTime
 from sim.specs.gpu import GpuSpec
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpEstimate:
-    """An estimator's time for one op, where it came from, and how it was read."""
-
-    seconds: float
-    source: str  # "measured" | "published" | "roofline"
-    extrapolated: bool = False
-    detail: str = ""
 
 
 class OpEstimator(Protocol):
@@ -35,7 +26,7 @@ class OpEstimator(Protocol):
         flops: float,
         bytes_: float,
         dtype: str = "bf16",
-    ) -> OpEstimate: ...
+    ) -> OpTime: ...
 
 
 def roofline_seconds(gpu: GpuSpec, flops: float, bytes_: float, dtype: str = "bf16") -> float:
@@ -61,9 +52,9 @@ class RooflineCost:
         flops: float,
         bytes_: float,
         dtype: str = "bf16",
-    ) -> OpEstimate:
+    ) -> OpTime:
         t = max(
             flops / (self.gpu.peak_flops_per_s(dtype) * self.compute_efficiency),
             bytes_ / (self.gpu.hbm_bytes_per_s * self.memory_efficiency),
         )
-        return OpEstimate(seconds=t + self.launch_overhead_s, source="roofline")
+        return OpTime(seconds=t + self.launch_overhead_s, source="roofline")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 
-from sim.cost.batch import OpTime
 from sim.cost.experts import balanced_busiest_tokens, busiest_gpu_tokens
 from sim.cost.layer_ops import compute_dtype, weight_excess_bytes
 from sim.cost.op_work import op_work
-from sim.cost.pricing import ZERO, Pricer, combine
+from sim.cost.pricing import Pricer
+from sim.cost.rate import ZERO, OpTime, combine
 from sim.specs.deployment import DEFAULT_EXPERT_ZIPF_EXPONENT, Deployment
 from sim.specs.model import ModelSpec
 

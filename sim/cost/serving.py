@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.cost.batch import BatchShape, OpTime, StepCost
+from sim.cost.batch import BatchShape, StepCost
 from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.comm_ops import CommLoad, comm_loads, micro_batch_loads
 from sim.cost.dispatch import Segments, choose_paths
@@ -26,9 +26,10 @@ from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
 from sim.cost.overheads import engine_overheads
 from sim.cost.overlap import MicroBatch, comm_time, moe_layers_s, overlapped_s
-from sim.cost.pricing import Pricer, total_seconds
+from sim.cost.pricing import Pricer
 from sim.cost.rank_shape import RankShape, decode_shapes, rank_shape, shape_segments
 from sim.cost.rank_work import rank_ops
+from sim.cost.rate import OpTime, total_seconds
 from sim.cost.roofline import OpEstimator, RooflineCost
 from sim.cost.unit_work import micro_batch_ops, unit_head_ops, unit_ops
 from sim.specs.deployment import Deployment

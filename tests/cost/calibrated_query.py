@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from sim.catalog import load_gpu
 from sim.catalog.profiles import load_profile
-from sim.cost.calibrated import CalibratedCost, OpEstimate
+from sim.cost.calibrated import CalibratedCost
 from sim.cost.op_work import op_work
+from sim.cost.rate import OpTime
 from sim.specs.profile import COMM_OPS, DeviceInfo, OpPoint, OpTable, Profile
 
 H800 = load_gpu("h800")
@@ -20,7 +21,7 @@ def query(
     point: dict[str, float],
     dtype: str = "bf16",
     link: float | None = None,
-) -> OpEstimate:
+) -> OpTime:
     shape = cost.profile.model_shape
     flops, nbytes = op_work(
         op, {**key, **point}, mla_spec=shape.mla_spec() if shape else None, dtype=dtype
@@ -31,7 +32,7 @@ def query(
     return cost.estimate(op, key=key, point=point, flops=flops, bytes_=nbytes, dtype=dtype)
 
 
-def decode_us(cost: CalibratedCost, batch: float, kv: float, **key: object) -> OpEstimate:
+def decode_us(cost: CalibratedCost, batch: float, kv: float, **key: object) -> OpTime:
     return query(cost, "mla_decode", {**DECODE_KEY, **key}, {"batch": batch, "kv_len": kv})
 
 

@@ -11,10 +11,11 @@ import pytest
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost import mla
-from sim.cost.batch import BatchShape, OpTime
+from sim.cost.batch import BatchShape
 from sim.cost.dispatch import EXPAND, SPARSE_ABSORB, Segments, choose_paths
 from sim.cost.memory import kv_bytes_per_token
 from sim.cost.op_work import op_work
+from sim.cost.rate import OpTime
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 

@@ -7,10 +7,10 @@ from test_serving import decode_batch as decode
 
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
-from sim.cost.batch import OpTime
 from sim.cost.calibrated import CalibratedCost
 from sim.cost.memory import WEIGHT_BYTES
 from sim.cost.pricing import Pricer
+from sim.cost.rate import OpTime
 from sim.cost.roofline import RooflineCost
 from sim.cost.routed import busiest_tokens, experts_touched, routed_gemms
 from sim.cost.serving import ServingCostModel

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from sim.catalog import gpu_names, load_gpu
 from sim.catalog.profiles import load_profile, profile_names
-from sim.cost.calibrated import CalibratedCost, OpEstimate
+from sim.cost.calibrated import CalibratedCost
 from sim.cost.op_work import op_work
+from sim.cost.rate import OpTime
 from sim.specs.profile import COMM_OPS, OpTable
 
 SPAN = 8.0  # how far below and above each grid the property reaches
@@ -53,7 +54,7 @@ def seconds(name: str, table: OpTable, point: dict[str, float], gpu: str = "") -
     return estimate(name, table, point, gpu).seconds
 
 
-def estimate(name: str, table: OpTable, point: dict[str, float], gpu: str = "") -> OpEstimate:
+def estimate(name: str, table: OpTable, point: dict[str, float], gpu: str = "") -> OpTime:
     cost = _cost(name, gpu)
     flops, nbytes = _work(name, table, point)
     if table.op in COMM_OPS:

@@ -1,0 +1,84 @@
+"""An op's time, and the rate that turns an op's roofline work into it.
+
+`OpTime` is what any pricing returns: seconds, where they came from ("measured" | "published" |
+"roofline"), whether a table was read outside what it measured, and how it was read (`detail`,
+empty for the engine's per-step times). The roofline, the calibration tables and the
+communication links all answer with one.
+
+`Rate` is an op's price at one shape: seconds per roofline second of compute and of memory
+(link) traffic, the inverse of the efficiency each resource runs at, plus fixed seconds per
+call. `Rate.time` prices any amount of work at that shape: the slower resource plus the fixed
+part. Held as seconds per roofline second, not as efficiencies, so the price of a shape is the
+product of two numbers the pricer derived, whatever their origin (`sim.cost.pricing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+SOURCE_RANK = {"roofline": 0, "published": 1, "measured": 2}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpTime:
+    """Time one op takes (or contributed to a step), and where that time came from."""
+
+    seconds: float
+    source: str  # "measured" | "published" | "roofline"
+    extrapolated: bool = False
+    detail: str = ""
+
+
+ZERO = OpTime(seconds=0.0, source="roofline")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rate:
+    """An op's price at one shape: `compute_s_per_s` and `memory_s_per_s` seconds per roofline
+    second of compute and of memory (comm ops: link) traffic (1 / the efficiency each runs at;
+    0 for a resource the op does not use), and `fixed_s` seconds per call (launch, sync)."""
+
+    compute_s_per_s: float
+    memory_s_per_s: float
+    fixed_s: float
+    source: str  # "measured" | "published" | "roofline"
+    extrapolated: bool = False
+
+    @property
+    def compute_efficiency(self) -> float:
+        """Fraction of peak compute the op's FLOPs run at (inf for an op without any)."""
+        return 1.0 / self.compute_s_per_s if self.compute_s_per_s > 0 else float("inf")
+
+    @property
+    def memory_efficiency(self) -> float:
+        """Fraction of HBM (comm ops: link) bandwidth its bytes move at (inf without any)."""
+        return 1.0 / self.memory_s_per_s if self.memory_s_per_s > 0 else float("inf")
+
+    def time(self, compute_s: float, memory_s: float) -> OpTime:
+        """Seconds of the op doing `compute_s` and `memory_s` roofline seconds of work."""
+        seconds = max(self.compute_s_per_s * compute_s, self.memory_s_per_s * memory_s)
+        return OpTime(
+            seconds=seconds + self.fixed_s, source=self.source, extrapolated=self.extrapolated
+        )
+
+
+def combine(*times: OpTime) -> OpTime:
+    """Sum of several priced pieces, labelled with the weakest source among them."""
+    live = [t for t in times if t.seconds > 0.0]
+    if not live:
+        return ZERO
+    weakest = min(live, key=lambda t: SOURCE_RANK.get(t.source, 0)).source
+    return OpTime(
+        seconds=sum(t.seconds for t in live),
+        source=weakest,
+        extrapolated=any(t.extrapolated for t in live),
+    )
+
+
+def scale(t: OpTime, factor: float) -> OpTime:
+    return OpTime(seconds=t.seconds * factor, source=t.source, extrapolated=t.extrapolated)
+
+
+def total_seconds(ops: Mapping[str, OpTime]) -> float:
+    return sum(t.seconds for t in ops.values())
