@@ -24,6 +24,7 @@ from sim.api import (
     request_latencies,
     run_scenario,
 )
+from sim.specs.limits import wall_watch
 from sim.specs.scenario import Scenario
 
 
@@ -78,9 +79,9 @@ def simulate(scenario_json: str, progress: Any = None) -> dict[str, Any]:
     a queue that receives (deployment name, fraction of simulated time done)."""
     start_s = time.perf_counter()
     scenario = Scenario.model_validate_json(scenario_json)
-    tick = None if progress is None else (lambda name, f: progress.put((name, f)))
-    outputs: list[SimOutput] = []
-    results = run_scenario(scenario, progress=tick, on_output=outputs.append)
+    show = None if progress is None else (lambda name, f: progress.put((name, f)))
+    outputs: list[SimOutput] = []  # every tick also checks the wall-time limit
+    results = run_scenario(scenario, progress=wall_watch(show), on_output=outputs.append)
     return {
         "results": results.model_dump(mode="json"),
         "samples": {o.deployment.name: latency_samples(o) for o in outputs},

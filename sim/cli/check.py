@@ -25,8 +25,9 @@ def default_runner(path: Path, text: str) -> Mapping[str, Any]:
     from sim.io.results_io import results_dict  # the simulator loads only when a check runs
     from sim.io.scenario_io import parse_resolved
     from sim.run import run_scenario
+    from sim.specs.limits import wall_watch
 
-    return results_dict(run_scenario(parse_resolved(text, path)))
+    return results_dict(run_scenario(parse_resolved(text, path), progress=wall_watch()))
 
 
 # Errors whose message is written for the reader (file:line: field: what is wrong, the fix);

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,7 +20,7 @@ from sim.cli.common import check_output_paths, output_console
 from sim.cli.format import num, pct, with_ci
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results, throughput_vs
-from sim.specs.limits import check_wall
+from sim.specs.limits import wall_watch
 from sim.specs.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -196,25 +195,16 @@ def run(
     sc = resolved.scenario
     outputs: list[SimOutput] = []  # each deployment's engine output, for the exports
     try:
-        started = time.monotonic()
-
-        def watched(show: Any) -> Any:  # each progress tick also checks the wall-time limit
-            def tick(name: str, f: float) -> None:
-                show(name, f)
-                check_wall(time.monotonic() - started, f"deployment {name!r}")
-
-            return tick
-
         if console.is_terminal:
             with Progress(console=console, transient=True) as bar:
                 tasks = {d.name: bar.add_task(d.name, total=1.0) for d in sc.deployments}
                 results = run_scenario(
                     resolved,
-                    progress=watched(lambda name, f: bar.update(tasks[name], completed=f)),
+                    progress=wall_watch(lambda name, f: bar.update(tasks[name], completed=f)),
                     on_output=outputs.append,
                 )
         else:  # a pipe or a log: plain lines on stderr, one per tenth of each deployment's run
-            progress = watched(_plain_progress())
+            progress = wall_watch(_plain_progress())
             results = run_scenario(resolved, progress=progress, on_output=outputs.append)
     except ValueError as exc:
         console.print(f"[red]{escape(f'{scenario}: {exc}')}[/red]", highlight=False)

@@ -11,6 +11,7 @@ completion of the deployment's own, and `concurrency_per_rank` scales the users 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -109,36 +110,41 @@ class _CountingEnvironment(simpy.Environment):
 
 
 EVENTS_PER_TICK = 1024  # a run without duration_s reports progress every this many events
+TICKS_PER_RUN = 100  # a run with duration_s reports progress at each hundredth of it
 
 
 class _WatchedEnvironment(_CountingEnvironment):
-    """A run with no `duration_s` (ended by `max_requests`) has no simulated time to tick at:
-    it calls `tick` every EVENTS_PER_TICK events instead, so a progress callback (and the
-    wall-time limit callers check in it) still runs while it goes."""
+    """Calls `tick` as the run goes, inside `step`, so watching adds no event of its own (a
+    run's results, `sim_events` included, are the same watched or not): at each hundredth of
+    `duration_s` of simulated time, or every EVENTS_PER_TICK events for a run with no
+    `duration_s` (ended by `max_requests`), which has no simulated time to tick at."""
 
-    def __init__(self, tick: Callable[[], None]) -> None:
+    def __init__(self, tick: Callable[[], None], duration_s: float | None) -> None:
         super().__init__()
         self.tick = tick
+        self.every_s = None if duration_s is None else duration_s / TICKS_PER_RUN
+        self.next_s = self.every_s
 
     def step(self) -> None:
         super().step()
-        if self.events_processed % EVENTS_PER_TICK == 0:
+        if self.every_s is None:
+            if self.events_processed % EVENTS_PER_TICK == 0:
+                self.tick()
+        elif self.next_s is not None and self.now >= self.next_s:
+            self.next_s = (math.floor(self.now / self.every_s) + 1) * self.every_s
             self.tick()
 
 
-def _finished_fraction(table: RequestTable, run: RunSpec) -> float:
-    """Requests done or rejected over `max_requests` (below 1 until the run has ended)."""
+def _done_fraction(env: simpy.Environment, table: RequestTable, run: RunSpec) -> float:
+    """Simulated time over `duration_s`, or requests done or rejected over `max_requests`;
+    below 1 until the run has ended."""
+    if run.duration_s is not None:
+        return min(env.now / run.duration_s, 0.99)
     if not run.max_requests:
         return 0.0
     counts = table.phase_counts()
     ended = counts.get(Phase.DONE, 0) + counts.get(Phase.REJECTED, 0)
     return min(ended / run.max_requests, 0.99)
-
-
-def _ticker(env: simpy.Environment, duration_s: float, progress: Progress):  # type: ignore[no-untyped-def]
-    for k in range(1, 101):
-        yield env.timeout(duration_s / 100)
-        progress(k / 100)
 
 
 # One 400 Gb/s RDMA NIC per GPU, every catalog GPU's `nic_gb_s`; `sim.run` passes the GPU's own.
@@ -160,9 +166,9 @@ def simulate(
     `cost_for(d)` prices steps of layout `d` (both pools of a PD deployment call it). Raises
     `InvariantError` when the run ends in an inconsistent state.
     """
-    if progress is not None and run.duration_s is None:
+    if progress is not None:
         env: _CountingEnvironment = _WatchedEnvironment(
-            lambda: progress(_finished_fraction(table, run))
+            lambda: progress(_done_fraction(env, table, run)), run.duration_s
         )
     else:
         env = _CountingEnvironment()
@@ -173,8 +179,6 @@ def simulate(
         env, deployment, cost_for, table, feed, np.random.default_rng(engine_seed),
         nic_gb_s=nic_gb_s,
     )  # fmt: skip
-    if progress is not None and run.duration_s is not None:
-        env.process(_ticker(env, run.duration_s, progress))
     env.run(until=run.duration_s)
     end_s = float(run.duration_s if run.duration_s is not None else env.now)
     for pool in cluster.pools:  # arrivals during the last, unfinished steps still count

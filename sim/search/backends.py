@@ -48,16 +48,12 @@ def run_scenario_json(scenario_json: str) -> dict[str, Any]:
     from sim.io.results_io import results_dict
     from sim.run import run_scenario
     from sim.specs.base import error_lines
-    from sim.specs.limits import check_wall
+    from sim.specs.limits import wall_watch
 
     try:
         scenario = Scenario.model_validate_json(scenario_json)
-        started = time.monotonic()
-
-        def wall(name: str, fraction: float) -> None:  # the engine ticks 100 times a run
-            check_wall(time.monotonic() - started, f"deployment {name!r}")
-
-        return results_dict(run_scenario(scenario, progress=wall))  # JSON-safe: no NaN or inf
+        results = run_scenario(scenario, progress=wall_watch())  # wall limit at every tick
+        return results_dict(results)  # JSON-safe: no NaN or inf
     except ValidationError as exc:
         raise RunError("; ".join(error_lines(exc))) from None
     except ValueError as exc:
@@ -75,7 +71,6 @@ def die_with_parent(parent_pid: int) -> None:
     parent pid."""
     import signal
     import threading
-    import time
 
     if sys.platform.startswith("linux"):
         try:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,3 +219,19 @@ def check_wall(elapsed_s: float, what: str, limits: Limits | None = None) -> Non
             f"{lim.max_wall_s:,.0f} s",
             "shorten run.duration_s, cap run.max_requests or lower the load",
         )  # fmt: skip
+
+
+ProgressTick = Callable[[str, float], None]  # (deployment name, fraction simulated)
+
+
+def wall_watch(show: ProgressTick | None = None) -> ProgressTick:
+    """A progress callback that checks the wall-time limit at every engine tick (from now) and
+    passes the tick on to `show`: what every front end that runs a scenario hands the engine."""
+    started = time.monotonic()
+
+    def tick(name: str, fraction: float) -> None:
+        if show is not None:
+            show(name, fraction)
+        check_wall(time.monotonic() - started, f"deployment {name!r}")
+
+    return tick

@@ -3,12 +3,15 @@ goes, so the wall-time limit stops it with a clear error instead of letting it r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from sim.engine import run as engine_run
 from sim.run import run_scenario
 from sim.search.backends import RunError, run_scenario_json
-from sim.specs.limits import LimitError, Limits, check_wall
+from sim.specs.limits import LimitError, Limits, check_wall, wall_watch
 from sim.specs.scenario import Scenario
 from tests.builders import TINY, tiny
 
@@ -58,3 +61,57 @@ def test_workers_check_the_wall_limit_on_such_runs(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(limits.SETS, "default", limits.DEFAULT)
     with pytest.raises(RunError, match="over the limit of -1 s"):
         run_scenario_json(_by_requests(100_000).model_dump_json())
+
+
+def _no_wall_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine_run, "EVENTS_PER_TICK", 64)
+    import sim.specs.limits as limits
+
+    monkeypatch.setattr(limits, "DEFAULT", Limits(name="default", max_wall_s=-1.0))
+    monkeypatch.setitem(limits.SETS, "default", limits.DEFAULT)
+
+
+def test_wall_watch_passes_each_tick_on_and_then_checks_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[tuple[str, float]] = []
+    tick = wall_watch(lambda name, f: seen.append((name, f)))
+    tick("a", 0.5)  # the default limit (an hour) is far away
+    assert seen == [("a", 0.5)]
+    _no_wall_time_left(monkeypatch)
+    with pytest.raises(LimitError, match="deployment 'b': the simulation has run"):
+        tick("b", 0.6)
+    assert seen[-1] == ("b", 0.6)  # shown first, then stopped
+
+
+def test_mlasim_check_and_the_app_stop_at_the_wall_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.workers import simulate
+    from sim.cli.check import default_runner
+
+    _no_wall_time_left(monkeypatch)
+    scenario = _by_requests(100_000)
+    with pytest.raises(LimitError, match="over the limit of -1 s"):
+        default_runner(Path("by-requests.yaml"), yaml.safe_dump(scenario.model_dump(mode="json")))
+    with pytest.raises(LimitError, match="over the limit of -1 s"):
+        simulate(scenario.model_dump_json())
+
+
+def test_watching_a_run_changes_none_of_its_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress ticks come from inside the engine's event loop, not from events of their own:
+    a run's results, its event count included, are the same watched or not."""
+    monkeypatch.setattr(engine_run, "EVENTS_PER_TICK", 64)
+    for scenario in (tiny(), _by_requests(300)):
+        seen: dict[str, list[float]] = {}
+
+        def show(name: str, f: float, seen: dict[str, list[float]] = seen) -> None:
+            seen.setdefault(name, []).append(f)
+
+        watched = run_scenario(scenario, progress=show)
+        assert sorted(seen) == sorted(d.name for d in scenario.deployments)
+        for fractions in seen.values():
+            assert len(fractions) > 3 and fractions == sorted(fractions) and fractions[-1] == 1.0
+        bare = run_scenario(scenario)
+        assert watched == bare
+        assert [d.sim_events for d in watched.deployments] == [
+            d.sim_events for d in bare.deployments
+        ]
