@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from sim.engine import Phase, RunRecord
+from sim.metrics.requests import token_gaps
 from sim.metrics.stats import weighted_quantile
 from sim.specs.base import Spec
 
@@ -64,26 +65,6 @@ def _stat(x: np.ndarray, weights: np.ndarray | None = None) -> BenchmarkStat:
     )
 
 
-def _gaps(run: RunRecord, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    """Token gaps inside [lo, hi]: each decode step's duration once per request it served
-    (steps run back to back, so a request's gap is the step it was in), plus the longer gaps
-    of requests that sat steps out."""
-    vals, weights = [], []
-    for pool in run.pools:
-        log = pool.log
-        start, dur = log.column("start_s"), log.column("duration_s")
-        inside = (start >= lo) & (start + dur <= hi)
-        served = log.column("decode_reqs").astype(np.float64)
-        for step, gaps in pool.late_gaps:
-            served[step] -= gaps.shape[0]
-            if inside[step]:
-                vals.append(gaps)
-                weights.append(np.ones(gaps.shape[0]))
-        vals.append(dur[inside])
-        weights.append(served[inside])
-    return np.concatenate(vals), np.concatenate(weights)
-
-
 def summarize_benchmark(run: RunRecord) -> BenchmarkResults | None:
     """The benchmark summary of a run under a benchmark workload (None for other workloads)."""
     client = run.benchmark
@@ -105,7 +86,7 @@ def summarize_benchmark(run: RunRecord) -> BenchmarkResults | None:
     duration = max(end - start, 1e-12) if np.isfinite(start) else 0.0
     total_in, total_out = int(t.input_tokens[done].sum()), int(out_tok.sum())
     lo = start if np.isfinite(start) else 0.0
-    gaps, weights = _gaps(run, lo, end)
+    gaps, weights = token_gaps(run, lambda start, dur: (start >= lo) & (start + dur <= end))
     per_s = 1.0 / duration if duration > 0 else 0.0
     return BenchmarkResults(
         completed=int(done.sum()),

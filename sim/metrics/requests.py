@@ -7,6 +7,7 @@ the three cannot disagree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,3 +85,29 @@ def request_latencies(run: RunRecord) -> RequestLatencies:
         after_warmup=arrival >= run.warmup_s,
         age_s=np.where(rejected, np.nan, run.end_s - arrival),
     )
+
+
+StepWindow = Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.bool_]]
+
+
+def token_gaps(
+    run: RunRecord, counted: StepWindow
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Gaps between token deliveries in the steps `counted(start_s, duration_s)` keeps, weighted:
+    each step's duration once per decode request it served (steps run back to back, so a
+    request's gap is the step it was in), plus the longer gaps of requests that sat earlier steps
+    out (unmixed chunks), whose gaps span them."""
+    vals, weights = [], []
+    for pool in run.pools:
+        log = pool.log
+        start, dur = log.column("start_s"), log.column("duration_s")
+        keep = counted(start, dur)
+        served = log.column("decode_reqs").astype(np.float64)
+        for step, gaps in pool.late_gaps:
+            served[step] -= gaps.shape[0]
+            if keep[step]:
+                vals.append(gaps)
+                weights.append(np.ones(gaps.shape[0]))
+        vals.append(dur[keep])
+        weights.append(served[keep])
+    return np.concatenate(vals), np.concatenate(weights)

@@ -16,7 +16,7 @@ import numpy as np
 
 from sim.engine import Phase, PoolRecord, RunRecord
 from sim.metrics.benchmark import summarize_benchmark
-from sim.metrics.requests import BoolArray, RequestLatencies, request_latencies
+from sim.metrics.requests import BoolArray, RequestLatencies, request_latencies, token_gaps
 from sim.metrics.results import FROM_MAIN_POOL, DeploymentResults, PoolResults, RequestCountsOut
 from sim.metrics.stats import (
     batch_rates,
@@ -87,23 +87,8 @@ def summarize_pool(run: RunRecord, pool: PoolRecord) -> PoolResults:
 
 
 def _itl(run: RunRecord) -> tuple[np.ndarray, np.ndarray]:
-    """Gaps between token deliveries, weighted: each step's duration once per decode request
-    it serves, except requests that sat earlier steps out (unmixed chunks), whose gaps span
-    them."""
-    vals, weights = [], []
-    for pool in run.pools:
-        log = pool.log
-        start, dur = log.column("start_s"), log.column("duration_s")
-        w = (start + dur) >= run.warmup_s
-        served = log.column("decode_reqs").astype(np.float64)
-        for step, gaps in pool.late_gaps:
-            served[step] -= gaps.shape[0]
-            if w[step]:
-                vals.append(gaps)
-                weights.append(np.ones(gaps.shape[0]))
-        vals.append(dur[w])
-        weights.append(served[w])
-    return np.concatenate(vals), np.concatenate(weights)
+    """Token gaps, weighted, of the steps that end after the warm-up."""
+    return token_gaps(run, lambda start, dur: start + dur >= run.warmup_s)
 
 
 def _counts(run: RunRecord, mine: np.ndarray) -> RequestCountsOut:
