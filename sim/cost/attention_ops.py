@@ -141,39 +141,38 @@ class MlaPrefillChunked(MlaPrefill):
 
 
 @dataclass(frozen=True)
-class MlaExtendAbsorb(Op):
-    """The whole absorb path of an extend, projections included; bytes add their weights."""
+class _MlaExtend(Op):
+    """The whole path of an extend, projections included; bytes add the absorb weights."""
 
-    op: ClassVar[str] = p.MLA_EXTEND_ABSORB
     new_tokens: float
     prefix_len: float
     heads: float
 
-    def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
-        s, h = self._mla(m), self.heads
+    def _sizes(self, m: MlaSpec | None) -> tuple[MlaSpec, float, float, float, float]:
+        """(spec, new tokens, keys, BF16 cache bytes per token, absorb weight bytes)."""
+        s = self._mla(m)
         q = self.new_tokens
-        k = self.prefix_len + q
-        cache = kv_bytes_per_token(s, "bf16")
-        weights = BF16 * h * s.kv_lora_rank * (s.qk_nope_head_dim + s.v_head_dim)
-        flops = float(mla.absorb_flops(s, q, k, heads=int(h)))
+        weights = BF16 * self.heads * s.kv_lora_rank * (s.qk_nope_head_dim + s.v_head_dim)
+        return s, q, self.prefix_len + q, kv_bytes_per_token(s, "bf16"), weights
+
+
+@dataclass(frozen=True)
+class MlaExtendAbsorb(_MlaExtend):
+    op: ClassVar[str] = p.MLA_EXTEND_ABSORB
+
+    def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
+        s, q, k, cache, weights = self._sizes(m)
+        flops = float(mla.absorb_flops(s, q, k, heads=int(self.heads)))
         return flops, float(mla.absorb_bytes(s, k, kv_bytes_per_token=cache)) + weights
 
 
 @dataclass(frozen=True)
-class MlaExtendExpand(Op):
-    """The whole expand path of an extend, projections included; bytes add their weights."""
-
+class MlaExtendExpand(_MlaExtend):
     op: ClassVar[str] = p.MLA_EXTEND_EXPAND
-    new_tokens: float
-    prefix_len: float
-    heads: float
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
-        s, h = self._mla(m), self.heads
-        q = self.new_tokens
-        k = self.prefix_len + q
-        cache = kv_bytes_per_token(s, "bf16")
-        weights = BF16 * h * s.kv_lora_rank * (s.qk_nope_head_dim + s.v_head_dim)
-        flops = float(mla.expand_flops(s, q, k, heads=int(h)))
-        nbytes = float(mla.expand_bytes(s, k, heads=int(h), kv_bytes_per_token=cache))
+        s, q, k, cache, weights = self._sizes(m)
+        h = int(self.heads)
+        flops = float(mla.expand_flops(s, q, k, heads=h))
+        nbytes = float(mla.expand_bytes(s, k, heads=h, kv_bytes_per_token=cache))
         return flops, nbytes + weights
