@@ -2,6 +2,10 @@
 workers with a timeout; prints the count of each outcome and exits 1 on any crash, hang, signal
 or NaN. Cases are drawn with hypothesis strategies (`strategies.py`) from a fixed seed.
 
+A hang is a case whose worker spends more than `--timeout` seconds of CPU on it (read from
+/proc where there is one), or more than `--wall-factor` times that in wall time: on a shared or
+niced machine wall time measures the neighbours, CPU time the case.
+
     python tests/fuzz/run_fuzz.py --scenarios 10000 --profiles 2000 --expressions 2000 --traces 500
 """
 
@@ -38,17 +42,36 @@ class Worker:
             env=env, text=True, bufsize=1,
         )  # fmt: skip
 
-    def ask(self, case: dict[str, Any], timeout_s: float) -> dict[str, str]:
+    def cpu_s(self) -> float | None:
+        """The worker's user + system CPU seconds so far, or None without /proc."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def ask(
+        self, case: dict[str, Any], timeout_s: float, wall_factor: float = 1.0
+    ) -> dict[str, str]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        cpu_at_start = self.cpu_s()
+        asked = time.monotonic()
         try:
             self.proc.stdin.write(json.dumps(case) + "\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
             return {"outcome": "signal", "message": f"worker gone ({self.proc.poll()})"}
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
-        if not ready:
-            self.proc.kill()
-            return {"outcome": "hang", "message": f"no answer in {timeout_s:g} s"}
+        while True:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.25)
+            if ready:
+                break
+            wall_s = time.monotonic() - asked
+            cpu_now = self.cpu_s()
+            cpu_s = wall_s if cpu_now is None or cpu_at_start is None else cpu_now - cpu_at_start
+            if cpu_s > timeout_s or wall_s > timeout_s * max(wall_factor, 1.0):
+                self.proc.kill()
+                return {"outcome": "hang", "message": f"no answer after {cpu_s:.1f} s of CPU, "
+                        f"{wall_s:.1f} s of wall (limit {timeout_s:g} s of CPU)"}  # fmt: skip
         line = self.proc.stdout.readline()
         if not line:
             return {"outcome": "signal", "message": f"worker died ({self.proc.wait()})"}
@@ -65,7 +88,12 @@ class Worker:
 
 
 def run(
-    counts: dict[str, int], timeout_s: float, seed: int, show: int, save: Path | None = None
+    counts: dict[str, int],
+    timeout_s: float,
+    seed: int,
+    show: int,
+    save: Path | None = None,
+    wall_factor: float = 1.0,
 ) -> dict[str, Any]:
     tally: dict[str, collections.Counter[str]] = {}
     examples: list[str] = []
@@ -78,7 +106,7 @@ def run(
                 worker.close()
                 worker = Worker()
             asked = time.monotonic()
-            res = worker.ask(case, timeout_s)
+            res = worker.ask(case, timeout_s, wall_factor)
             slowest.append((time.monotonic() - asked, case["kind"], res["outcome"]))
             slowest = sorted(slowest, reverse=True)[:3]
             tally.setdefault(case["kind"], collections.Counter())[res["outcome"]] += 1
@@ -100,13 +128,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     for kind, n in (("scenarios", 1000), ("profiles", 200), ("expressions", 200), ("traces", 50)):
         ap.add_argument(f"--{kind}", type=int, default=n)
-    ap.add_argument("--timeout", type=float, default=20.0, help="Seconds per case (a hang).")
+    ap.add_argument("--timeout", type=float, default=20.0, help="CPU seconds per case (a hang).")
+    ap.add_argument("--wall-factor", type=float, default=6.0,
+                    help="A case also hangs after this many times --timeout of wall.")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", type=Path, default=None, help="Folder for each bad case's input.")
     args = ap.parse_args(argv)
     counts = {"scenario": args.scenarios, "profile": args.profiles,
               "expression": args.expressions, "trace": args.traces}  # fmt: skip
-    out = run(counts, args.timeout, args.seed, show=20, save=args.save)
+    out = run(
+        counts, args.timeout, args.seed, show=20, save=args.save, wall_factor=args.wall_factor
+    )
     outcomes = ("result", "user_error", "crash", "hang", "signal", "nan")
     print(f"{'kind':<12}" + "".join(f"{o:>12}" for o in outcomes))
     for kind, tally in out["tally"].items():
