@@ -59,10 +59,11 @@ def _safe_yaml(text: str) -> Any:
 MAX_NAME_CHARS = 1024  # a catalog name or a path (file systems allow 255 per name, 4096 whole)
 
 
-def _exists(path: Path) -> bool:
-    """Whether `path` is a file; False (not OSError) for a name too long or otherwise unusable."""
+def _exists(path: Path, *, folder: bool = False) -> bool:
+    """Whether `path` is a file (a folder if `folder`); False, not OSError, for a name too long
+    or otherwise unusable."""
     try:
-        return path.is_file()
+        return path.is_dir() if folder else path.is_file()
     except (OSError, ValueError):  # ENAMETOOLONG, an embedded NUL
         return False
 
@@ -77,7 +78,7 @@ def _resolve(name_or_path: str | Path, folder: str, suffix: str, known: list[str
     path = Path(name_or_path)
     if path.suffix and _exists(path):
         return path
-    if folder == "models" and path.is_dir():  # a HuggingFace model folder: its config.json
+    if folder == "models" and _exists(path, folder=True):  # a HuggingFace model folder: its config.json
         if (path / "config.json").is_file():
             return path / "config.json"
         raise CatalogError(

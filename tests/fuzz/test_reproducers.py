@@ -68,6 +68,8 @@ def test_deep_nesting_and_alias_bombs_are_refused() -> None:
 def test_catalog_long_names_and_deep_json(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match="at most"):
         load_model("x" * 5000)
+    with pytest.raises(CatalogError, match="unknown model"):  # under the limit, over NAME_MAX
+        load_model("x" * 300 + ".json")
     f = tmp_path / "c.json"
     f.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(CatalogError, match="nested too deeply"):
