@@ -94,6 +94,7 @@ def run(
     show: int,
     save: Path | None = None,
     wall_factor: float = 1.0,
+    every: int = 500,
 ) -> dict[str, Any]:
     tally: dict[str, collections.Counter[str]] = {}
     examples: list[str] = []
@@ -101,7 +102,13 @@ def run(
     worker = Worker()
     started = time.monotonic()
     try:
-        for case in draw_cases(counts, seed):
+        total = sum(counts.values())
+        for done, case in enumerate(draw_cases(counts, seed)):
+            if done and done % every == 0:  # progress on stderr, flushed: also in a log file
+                bad = sum(t[o] for t in tally.values() for o in BAD)
+                took_s = time.monotonic() - started
+                print(f"fuzz: {done:,} of {total:,} cases, {bad} bad, {took_s:.0f} s",
+                      file=sys.stderr, flush=True)  # fmt: skip
             if not worker.alive():
                 worker.close()
                 worker = Worker()
