@@ -44,10 +44,11 @@ FUZZ_ARGS ?= --scenarios 10000 --profiles 2000 --expressions 2000 --traces 500
 fuzz: $(DEV)
 	$(BIN)/python tests/fuzz/run_fuzz.py $(FUZZ_ARGS)
 
-bench: $(CORE)
+bench: $(DEV)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_profiles.py
 	$(BIN)/python bench/bench_cli.py
+	$(BIN)/python bench/bench_app.py
 
 app: $(DEV)
 	$(BIN)/mlasim app
