@@ -40,7 +40,7 @@ validate: $(DEV)
 	$(BIN)/mlasim validate --dataset aic --model deepseek --gpu h100,h200 --jobs 2 --out validation-out --docs docs/validation.md
 
 # the acceptance run of issue #25 (hours on 2 cores); FUZZ_ARGS="--scenarios 1000 ..." for less
-FUZZ_ARGS ?= --scenarios 10000 --profiles 2000 --expressions 2000 --traces 500
+FUZZ_ARGS ?= --scenarios 10000 --profiles 2000 --configs 2000 --expressions 2000 --traces 500
 fuzz: $(DEV)
 	$(BIN)/python tests/fuzz/run_fuzz.py $(FUZZ_ARGS)
 

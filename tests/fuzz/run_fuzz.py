@@ -6,7 +6,8 @@ A hang is a case whose worker spends more than `--timeout` seconds of CPU on it 
 /proc where there is one), or more than `--wall-factor` times that in wall time: on a shared or
 niced machine wall time measures the neighbours, CPU time the case.
 
-    python tests/fuzz/run_fuzz.py --scenarios 10000 --profiles 2000 --expressions 2000 --traces 500
+    python tests/fuzz/run_fuzz.py --scenarios 10000 --profiles 2000 --configs 2000 \
+        --expressions 2000 --traces 500
 """
 
 from __future__ import annotations
@@ -133,7 +134,9 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    for kind, n in (("scenarios", 1000), ("profiles", 200), ("expressions", 200), ("traces", 50)):
+    defaults = (("scenarios", 1000), ("profiles", 200), ("configs", 200), ("expressions", 200),
+                ("traces", 50))  # fmt: skip
+    for kind, n in defaults:
         ap.add_argument(f"--{kind}", type=int, default=n)
     ap.add_argument("--timeout", type=float, default=20.0, help="CPU seconds per case (a hang).")
     ap.add_argument("--wall-factor", type=float, default=6.0,
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", type=Path, default=None, help="Folder for each bad case's input.")
     args = ap.parse_args(argv)
-    counts = {"scenario": args.scenarios, "profile": args.profiles,
+    counts = {"scenario": args.scenarios, "profile": args.profiles, "config": args.configs,
               "expression": args.expressions, "trace": args.traces}  # fmt: skip
     out = run(
         counts, args.timeout, args.seed, show=20, save=args.save, wall_factor=args.wall_factor

@@ -1,4 +1,5 @@
-"""Fuzz cases: mutations of the project's own scenarios and profiles, expressions and trace CSVs.
+"""Fuzz cases: mutations of the project's own scenarios, profiles and model configs, expressions
+and trace CSVs.
 
 Each `mutate_*` takes a `random.Random`, so hypothesis drives them in `test_fuzz.py`
 (`st.randoms()`) and `run_fuzz.py` draws many from a fixed seed.
@@ -18,6 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 PROFILE = ROOT / "sim" / "catalog" / "profiles" / "h800-published.json"
+CONFIGS = sorted((ROOT / "sim" / "catalog" / "models").glob("*.json"))
 ODD: list[Any] = [
     0, -1, 1, 2, 7, 10**30, -(10**30), 2**63, 1e300, -1e300, 1e-300, float("nan"), float("inf"),
     float("-inf"), "", "x", "a" * 5000, "deepseek-v3", "h200", None, True, False, [], {}, [1, 2],
@@ -91,6 +93,12 @@ def mutate_profile(rng: random.Random) -> str:
     return json.dumps(mutate_data(data, rng, rng.randint(1, 3)))
 
 
+def mutate_config(rng: random.Random) -> str:
+    """A catalog model's HuggingFace config.json with 1-3 fields deleted or changed."""
+    data = json.loads(rng.choice(CONFIGS).read_text())
+    return json.dumps(mutate_data(data, rng, rng.randint(1, 3)))
+
+
 TOKENS = ["dp8_ep8", "tp8", ".", "output_tok_s_per_gpu", "ttft_s", "p90", " > ", " < ", " == ",
           "1", "0", "1e309", "(", ")", " * ", " / ", " and ", " or ", "not ", "abs(", "__class__",
           "[", "]", "'", "lambda", "import", "9" * 400, " ** ", "-", "min(", ","]  # fmt: skip
@@ -115,7 +123,7 @@ def mutate_trace(rng: random.Random) -> str:
     return "\n".join(rows) + "\n"
 
 
-MUTATORS = {"scenario": mutate_scenario, "profile": mutate_profile,
+MUTATORS = {"scenario": mutate_scenario, "profile": mutate_profile, "config": mutate_config,
             "expression": mutate_expression, "trace": mutate_trace}  # fmt: skip
 
 

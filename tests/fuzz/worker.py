@@ -42,6 +42,31 @@ def _profile(text: str) -> str:
     return "result"
 
 
+# a small deployment of the mutated config, simulated briefly: loading alone would not show a
+# config that loads but prices a step at NaN or sizes memory at nonsense
+CONFIG_SCENARIO = """\
+name: fuzz_config
+model: {path}
+gpu: h200
+deployments:
+- {{name: tp8, attn_tp: 8, moe_tp: 8}}
+workload:
+  kind: closed
+  concurrency: 8
+  input: {{kind: fixed, tokens: 512}}
+  output: {{kind: fixed, tokens: 32}}
+slo: {{ttft_s: 10.0, tpot_s: 0.1}}
+run: {{duration_s: 2.0, warmup_s: 0.0, seed: 1}}
+"""
+
+
+def _config(text: str) -> str:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "config.json"
+        path.write_text(text)
+        return _scenario(CONFIG_SCENARIO.format(path=path))
+
+
 def _trace(text: str) -> str:
     from sim.io.workload_csv import read_trace
 
@@ -59,7 +84,8 @@ def _expression(text: str) -> str:
     return "result"
 
 
-KINDS = {"scenario": _scenario, "profile": _profile, "trace": _trace, "expression": _expression}
+KINDS = {"scenario": _scenario, "profile": _profile, "config": _config, "trace": _trace,
+         "expression": _expression}  # fmt: skip
 
 
 def handle(case: dict[str, Any]) -> dict[str, str]:
