@@ -8,6 +8,7 @@ Each `mutate_*` takes a `random.Random`, so hypothesis drives them in `test_fuzz
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import random
 from collections.abc import Iterator
@@ -54,7 +55,7 @@ def _set(data: Any, path: tuple[Any, ...], value: Any, delete: bool = False) -> 
 def _value(rng: random.Random, old: Any) -> Any:
     if isinstance(old, int | float) and not isinstance(old, bool) and rng.random() < 0.4:
         return rng.choice([old * 10 ** rng.randint(1, 12), -old, old / 1e6, old + 1, int(old)])
-    return rng.choice(ODD)
+    return copy.deepcopy(rng.choice(ODD))  # a fresh copy: later rounds may mutate inside it
 
 
 def mutate_data(data: Any, rng: random.Random, rounds: int) -> Any:
