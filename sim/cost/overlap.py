@@ -65,14 +65,16 @@ LOW_LATENCY_TOKEN_CURVE_US = (
 )  # fmt: skip
 
 
+_CURVE_TOKENS, _CURVE_US = np.array(LOW_LATENCY_TOKEN_CURVE_US, dtype=float).T
+_CURVE_AT_TRACE_US = dict(LOW_LATENCY_TOKEN_CURVE_US)[LOW_LATENCY_TRACE_TOKENS]
+
+
 def hook_kernel_scale(tokens_per_gpu: float) -> float:
     """The low-latency send and receive kernels' time at `tokens_per_gpu` over their time at
     the trace's 64 (`LOW_LATENCY_TOKEN_CURVE_US`)."""
-    tokens, us = zip(*LOW_LATENCY_TOKEN_CURVE_US, strict=True)
-    at = dict(LOW_LATENCY_TOKEN_CURVE_US)[LOW_LATENCY_TRACE_TOKENS]
-    if tokens_per_gpu > tokens[-1]:
-        return us[-1] * tokens_per_gpu / tokens[-1] / at
-    return float(np.interp(tokens_per_gpu, tokens, us)) / at
+    if tokens_per_gpu > _CURVE_TOKENS[-1]:
+        return float(_CURVE_US[-1] * tokens_per_gpu / _CURVE_TOKENS[-1]) / _CURVE_AT_TRACE_US
+    return float(np.interp(tokens_per_gpu, _CURVE_TOKENS, _CURVE_US)) / _CURVE_AT_TRACE_US
 
 
 # rank ops that run once per step whatever the layers (not split by two-batch overlap)
