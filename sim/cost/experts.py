@@ -6,8 +6,9 @@ every token; the excess goes to the others in proportion). Experts sit on GPUs i
 pseudo-random order, the same for every scenario and seed (a layout, not a draw: the cost model
 stays a pure function of the deployment); EPLB adds redundant replicas of the hottest experts
 and packs replicas onto GPUs largest-first, which lowers the busiest GPU's share. On top of the
-static skew, a finite batch spreads tokens multinomially: the busiest of G GPUs sits
-~sqrt(2 ln G) standard deviations above the mean.
+static skew, a finite batch spreads tokens multinomially, and under EPLB each batch's popularity
+also drifts from the statistics the placement was computed from (`EPLB_LOAD_DRIFT`): the busiest
+of G GPUs sits ~sqrt(2 ln G) standard deviations above the mean.
 """
 
 from __future__ import annotations
@@ -16,6 +17,22 @@ import math
 from functools import cache
 
 import numpy as np
+
+# Per-batch drift of a GPU's routed load around its share under a static EPLB placement: the
+# relative standard deviation left once the multinomial spread of the batch's own tokens is
+# taken out. TensorRT-LLM's offline-EPLB example (NVIDIA/TensorRT-LLM
+# examples/wide_ep/ep_load_balancer/README.md) counts DeepSeek-R1's routed token-expert pairs per
+# rank and iteration on EP36 with 288 slots (32 redundant experts, placed from the counts of the
+# same dataset): mean 1,024 pairs per rank, standard deviation across ranks 53.98 averaged over
+# layers and iterations (before EPLB, on EP32: 491.65). Binomial spread alone would give
+# sqrt(1024 (1 - 1/36)) = 31.6; the rest, sqrt(53.98^2 - 31.6^2) / 1024 = 0.0428, is popularity
+# that a placement computed from past statistics does not follow. It is taken to scale with a
+# GPU's load at any batch size (a prefill batch holds fewer independent sequences than that
+# decode-sized one, so if anything it drifts more). Applies only with EPLB replicas and skewed
+# routing: even routing (Zipf 0, "perfect balance") has no drift, and without EPLB the default
+# skew already stands for the whole busiest-GPU ratio of aiconfigurator-core's per-batch
+# routing draws (`sim.specs.deployment.DEFAULT_EXPERT_ZIPF_EXPONENT`).
+EPLB_LOAD_DRIFT = 0.0428
 
 
 def cap_shares(p: np.ndarray, cap: float) -> np.ndarray:
@@ -79,13 +96,15 @@ def busiest_gpu_tokens(
     experts_per_token: int = 1,
 ) -> float:
     """Expected token-expert assignments on the busiest EP GPU for `routed_tokens` assignments
-    of top-`experts_per_token` routing."""
+    of top-`experts_per_token` routing: each GPU's static share, plus its batch's multinomial
+    spread and, under EPLB with skewed routing, its popularity drift (`EPLB_LOAD_DRIFT`)."""
     if ep == 1 or routed_tokens <= 0:
         return routed_tokens
     shares = np.asarray(static_gpu_shares(n_experts, ep, zipf_s, redundant, experts_per_token))
     mean = routed_tokens * shares
-    spread = np.sqrt(routed_tokens * shares * (1.0 - shares)) * math.sqrt(2.0 * math.log(ep))
-    return float(np.max(mean + spread))
+    drift = EPLB_LOAD_DRIFT if redundant > 0 and zipf_s > 0 else 0.0
+    variance = routed_tokens * shares * (1.0 - shares) + (drift * mean) ** 2
+    return float(np.max(mean + np.sqrt(variance) * math.sqrt(2.0 * math.log(ep))))
 
 
 def balanced_busiest_tokens(routed_tokens: float, ep: int) -> float:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim.cost.rate import OpTime
 from sim.specs.model import ModelSpec
 
@@ -42,13 +44,37 @@ NORMAL_KERNEL_SM_SHARE = 24 / 132
 # which the schedule models by the transfer's end). Kernel durations of `dispatch_ll` /
 # `combine_ll` in DeepSeek's decode trace (deepseek-ai/profile-data decode.json: EP128,
 # 128 requests per GPU in two micro-batches of 64 tokens, one stream), as read in issue #22.
-# Both kernels work per token (the send casts and posts each token's copies, the receive
-# unpacks or reduces each received copy), so away from the trace's 64 tokens per rank their
-# time is taken in proportion to the micro-batch's tokens per rank: an assumption, as no
-# other size is published.
 LOW_LATENCY_SEND_S = 18e-6
 LOW_LATENCY_RECV_S = 17e-6
 LOW_LATENCY_TRACE_TOKENS = 64
+
+# How those kernels' time depends on the micro-batch's tokens per GPU. In DeepEP's kernels
+# (csrc/kernels/internode_ll.cu) the send loops over tokens strided by the grid (one SM per
+# token up to ceil(E / ceil(E / SMs)) of them: 128 SMs for 256 experts on a 132-SM GPU), and
+# the receive works per (local expert, source rank) pair, polling its count and copying its few
+# tokens: most of their time is fixed (launch, the per-expert counts and flags), with a part
+# that grows with tokens. That shape is measured where all of the kernels' work is SM work
+# (one node: the warps copy every token over NVLink themselves, no NIC): aiconfigurator-core
+# 0.12.0, systems/data/h100_sxm/comm/sglang/0.5.6.post2/wideep_deepep_ll_perf.parquet,
+# DeepEP low-latency dispatch + combine latency on one H100 node, hidden 7168, top-8, 256
+# experts (us, by tokens per GPU). Over RDMA the NIC moves the remote copies, so the real
+# slope on the SMs is at most this one. Beyond the last point, time grows in proportion.
+LOW_LATENCY_TOKEN_CURVE_US = (
+    (1, 28.5), (2, 28.7), (4, 29.8), (8, 30.4), (16, 35.9), (32, 45.1), (64, 68.8),
+    (128, 112.2), (256, 203.1), (512, 391.9), (1024, 763.7), (2048, 1490.3),
+)  # fmt: skip
+
+
+_CURVE_TOKENS, _CURVE_US = np.array(LOW_LATENCY_TOKEN_CURVE_US, dtype=float).T
+_CURVE_AT_TRACE_US = dict(LOW_LATENCY_TOKEN_CURVE_US)[LOW_LATENCY_TRACE_TOKENS]
+
+
+def hook_kernel_scale(tokens_per_gpu: float) -> float:
+    """The low-latency send and receive kernels' time at `tokens_per_gpu` over their time at
+    the trace's 64 (`LOW_LATENCY_TOKEN_CURVE_US`)."""
+    if tokens_per_gpu > _CURVE_TOKENS[-1]:
+        return float(_CURVE_US[-1] * tokens_per_gpu / _CURVE_TOKENS[-1]) / _CURVE_AT_TRACE_US
+    return float(np.interp(tokens_per_gpu, _CURVE_TOKENS, _CURVE_US)) / _CURVE_AT_TRACE_US
 
 
 # rank ops that run once per step whatever the layers (not split by two-batch overlap)
@@ -181,8 +207,8 @@ def overlapped_s(
         dispatch, combine_s = mb.dispatch_s / layers, mb.combine_s / layers
         send = recv = 0.0
         if decode_only and dispatch + combine_s > 0:
-            per_rank = mb.sender_tokens_per_gpu / LOW_LATENCY_TRACE_TOKENS
-            send, recv = LOW_LATENCY_SEND_S * per_rank, LOW_LATENCY_RECV_S * per_rank
+            scale = hook_kernel_scale(mb.sender_tokens_per_gpu)
+            send, recv = LOW_LATENCY_SEND_S * scale, LOW_LATENCY_RECV_S * scale
             dispatch, combine_s = (max(t - send - recv, 0.0) for t in (dispatch, combine_s))
         stages.append(
             Stage(mb.rank_s / layers * slow, dispatch, mb.routed_s * slow, combine_s, send, recv)

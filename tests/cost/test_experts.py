@@ -52,3 +52,27 @@ def test_default_skew_matches_the_production_tables_routing() -> None:
     assert shares[0] * 32 == pytest.approx(3.30, abs=0.02)
     assert Deployment(name="even", expert_zipf_exponent=0).expert_zipf_exponent == 0.0
     assert static_gpu_shares(256, 32, 0.0, 0, 8)[0] * 32 == pytest.approx(1.0)
+
+
+def test_eplb_leaves_the_measured_per_batch_drift(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under EPLB a GPU's per-batch load drifts around its static share by the relative spread
+    TensorRT-LLM's offline-EPLB example measures for DeepSeek-R1 (EP36, 288 slots: 1,024 pairs
+    per rank, standard deviation 53.98), less the batch's own binomial spread. Even routing and
+    deployments without EPLB have no drift."""
+    import math
+
+    from sim.cost import experts
+    from sim.specs.deployment import DEFAULT_EXPERT_ZIPF_EXPONENT as S
+
+    derived = math.sqrt(53.976442**2 - 1024 * (1 - 1 / 36)) / 1024
+    assert abs(experts.EPLB_LOAD_DRIFT - derived) < 1e-4
+    pairs = 36 * 1024.0
+    with_drift = busiest_gpu_tokens(pairs, 256, 36, S, 32, 8)
+    even = busiest_gpu_tokens(pairs, 256, 36, 0.0, 32, 8)
+    no_eplb = busiest_gpu_tokens(pairs, 256, 32, S, 0, 8)
+    monkeypatch.setattr(experts, "EPLB_LOAD_DRIFT", 0.0)
+    assert busiest_gpu_tokens(pairs, 256, 36, S, 32, 8) < with_drift
+    assert busiest_gpu_tokens(pairs, 256, 36, 0.0, 32, 8) == even  # balanced: one setting away
+    assert busiest_gpu_tokens(pairs, 256, 32, S, 0, 8) == no_eplb
+    # the drift adds about sqrt(2 ln 36) = 2.68 drift deviations to the busiest GPU's 1,024
+    assert with_drift / 1024 == pytest.approx(1.0 + 2.68 * math.hypot(0.0428, 1 / 32), abs=0.03)
