@@ -128,6 +128,10 @@ class ServingCostModel:
         self._unit_memo: BoundedCache[tuple[object, ...], dict[str, OpTime]] = BoundedCache(
             UNIT_MEMO_ENTRIES
         )
+        # two-batch overlap's schedule of a step's stages (a pure function of them)
+        self._schedule_memo: BoundedCache[tuple[object, ...], float] = BoundedCache(
+            UNIT_MEMO_ENTRIES
+        )
         # ranks with prompt chunks: priced from memoised parts where the work splits into them
         self._mixed = MixedRanks(self.pricer, self.ctx, d, gpu) if separable(self.ctx) else None
 
@@ -161,7 +165,8 @@ class ServingCostModel:
         else:
             tokens_r = np.bincount(rank, weights=new.astype(np.float64), minlength=ranks)
         mixed = np.zeros(ranks, dtype=bool)
-        mixed[rank[~dec]] = True
+        if not dec.all():
+            mixed[rank[~dec]] = True
         busy_decode = ~mixed & (n_r > 0)
         shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r)
         works = [self._rank_work(s) for s in shapes]
@@ -185,7 +190,7 @@ class ServingCostModel:
         # decode; a step where some ranks prefill while others decode runs whole
         modes_agree = not (mixed.any() and busy_decode.any())
         if self.deployment.two_batch_overlap and modes_agree and comm_time(unit_ops) > 0:
-            args = (batch, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops)
+            args = (batch, n_r, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops)
             saved = self._overlap_saving(*args)
             duration -= saved
         return StepCost(duration_s=duration, rank_own_s=rank_s, ops=ops, overlap_saved_s=saved)
@@ -279,6 +284,7 @@ class ServingCostModel:
     def _overlap_saving(
         self,
         batch: BatchShape,
+        n_r: np.ndarray,
         load: CommLoad,
         rank_s: np.ndarray,
         tokens_r: np.ndarray,
@@ -301,7 +307,6 @@ class ServingCostModel:
         scheduled by `sim.cost.overlap.overlapped_s`. With no rank splitting, nothing is hidden
         or added.
         """
-        n_r = np.bincount(batch.rank, minlength=batch.num_ranks)
         whole = np.zeros(batch.num_ranks, dtype=bool)
         if (n_r == 1).any():
             unsplit = (n_r[batch.rank] == 1) & (batch.is_decode | (batch.new_tokens < 2))
@@ -346,8 +351,12 @@ class ServingCostModel:
                 )
             )
         once = float(rank_s[crit]) - works[int(index[crit])].moe_s  # dense, head, MTP
-        with_overlap = overlapped_s(
-            micro[0], micro[1], once_s=once, layers=m.moe_layers, decode_only=load.decode_only
+        key = (micro[0], micro[1], once, load.decode_only)
+        with_overlap = self._schedule_memo.get(
+            key,
+            lambda: overlapped_s(
+                micro[0], micro[1], once_s=once, layers=m.moe_layers, decode_only=load.decode_only
+            ),
         )
         serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
         return float(rank_s[crit]) + serial + comm_time(unit_ops) - with_overlap
