@@ -211,12 +211,12 @@ class ServingCostModel:
         shapes: list[Shape] = []
         index = np.full(ranks, 0, dtype=np.intp)
         alone = np.flatnonzero(mixed).tolist()
+        everyone = not alone  # a decode-only step: no segment to select
         if alone and self._mixed is not None:
             shapes = list(mixed_shapes(batch, mixed, alone, self._paths, tokens_r))
             index[alone] = np.arange(len(alone))
             alone = []
         if busy_decode.any():
-            everyone = not alone  # a decode-only step: no segment to select
             sel = slice(None) if everyone else busy_decode[rank]
             q, k = batch.new_tokens[sel], batch.kv_tokens[sel]
             paths = self._paths(q, k, batch.is_decode[sel])
