@@ -22,15 +22,21 @@ V = TypeVar("V")
 BUCKETS_PER_OCTAVE = 16  # 2^(1/16) steps: a value is rounded by at most 2.2%
 
 
-def buckets(x: NDArray[np.float64]) -> NDArray[np.int64]:
-    """2^(1/16) buckets of positive values."""
-    out: NDArray[np.int64] = np.round(np.log2(x) * BUCKETS_PER_OCTAVE).astype(np.int64)
+def buckets(x: NDArray[np.float64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDArray[np.int64]:
+    """2^(1/16) buckets of positive values (2^(1/per_octave) if given)."""
+    out: NDArray[np.int64] = np.round(np.log2(x) * per_octave).astype(np.int64)
     return out
 
 
 def centre(bucket: int) -> float:
     """The value a bucket stands for (exact for powers of two)."""
     return float(2.0 ** (bucket / BUCKETS_PER_OCTAVE))
+
+
+def centres(b: NDArray[np.int64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDArray[np.float64]:
+    """The values buckets stand for (`centre`, vectorised; of `buckets(x, per_octave)`)."""
+    out: NDArray[np.float64] = 2.0 ** (b / per_octave)
+    return out
 
 
 def round_to_bucket(x: float) -> float:

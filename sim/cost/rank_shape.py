@@ -18,7 +18,8 @@ are bucket centres, so a table's power-of-two grid points come back exactly at a
 count of requests. A prefill chunk keeps its path, whether it samples, its new tokens and its
 context exactly: prompts of one length (a fixed-length benchmark) would all round the same
 way, and a chunk's attention grows with the square of its tokens, so rounding them would bias
-a run instead of averaging out.
+a run instead of averaging out. (Where a rank's work splits into parts, a rank with chunks is
+shaped as a `sim.cost.mixed_shape.MixedShape` instead and priced from memoised parts.)
 """
 
 from __future__ import annotations

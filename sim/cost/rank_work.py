@@ -3,6 +3,11 @@
 Every layer's attention and projections, the router, shared experts and (where they are the
 rank's own) the dense MLP and head, the memory-bound kernels, the TP all-reduce and the MTP
 module's passes. `sim.cost.serving` prices each rank shape once through these.
+
+`rank_parts` splits the same work into parts that each depend on a few numbers (the rank's
+tokens; its decode requests; its prefill chunks; its logits rows), so that a rank running
+prompt chunks, whose whole shape rarely repeats, is priced from parts that do
+(`sim.cost.mixed_rank`). Together the parts are `rank_ops` op for op.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.cost.comm_ops import tp_allreduce
+from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED
 from sim.cost.elementwise import draft_elementwise, rank_elementwise
 from sim.cost.layer_ops import (
     RankContext,
@@ -25,6 +31,8 @@ from sim.cost.rate import OpTime, combine, scale
 from sim.cost.unit_work import draft_passes
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
+
+Ops = dict[str, OpTime]
 
 
 def rank_ops(
@@ -66,6 +74,152 @@ def rank_ops(
         rows = float(s.sampling_prefills) if own_head else 0.0
         ops["mtp_prefill"] = mtp_module(pr, c, chunks, rows)
     return ops
+
+
+def separable(c: RankContext) -> bool:
+    """Whether `rank_parts` applies: not under DSA (its absorbed bmm, indexer and top-k span a
+    rank's decode and prefill segments together) nor with linear-attention layers (one state
+    update over all of them)."""
+    return c.topk == 0 and c.model.linear_attention is None
+
+
+def token_ops(pr: Pricer, c: RankContext, d: Deployment, gpu: GpuSpec, tokens: float) -> Ops:
+    """The ops of `rank_ops` set by the rank's tokens alone (every layer): the attention
+    projections, router and shared experts, the rank's own dense MLP, the TP all-reduce."""
+    m = c.model
+    one = RankSegments(
+        q=np.array([tokens]),
+        k=np.array([tokens]),
+        is_decode=np.ones(1, dtype=bool),
+        path=np.full(1, ABSORB, dtype=np.int8),
+    )
+    ops = {"attn_proj": scale(_layer(pr, c, one)["attn_proj"], m.attention_layers)}
+    own_dense = d.dense_ffn != "unit"
+    ffn = ffn_rank_ops(pr, c, tokens, dense=own_dense)
+    ops["moe_gate"] = scale(ffn["moe_gate"], m.moe_layers)
+    ops["moe_shared"] = scale(ffn["moe_shared"], m.moe_layers)
+    if own_dense:
+        ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
+    if c.tp > 1:
+        ops["tp_allreduce"] = scale(tp_allreduce(pr, m, d, gpu, tokens), m.num_layers)
+    return ops
+
+
+def elementwise_ops(pr: Pricer, c: RankContext, tokens: float, expanded: float) -> Ops:
+    """The rank's memory-bound kernels: set by its tokens and the cached tokens its expand-path
+    chunks up-project (`expanded`), which is all `rank_elementwise` reads of its segments."""
+    return {"elementwise": rank_elementwise(pr, c, _token_segment(tokens, expanded))}
+
+
+def head_ops(pr: Pricer, c: RankContext, d: Deployment, rows: float) -> Ops:
+    """The rank's own lm_head over its logits rows (none where the head is unit-wide)."""
+    return {"lm_head": head(pr, c, rows)} if d.lm_head == "rank" else {}
+
+
+def decode_ops(pr: Pricer, c: RankContext, d: Deployment, s: RankSegments) -> Ops:
+    """The ops of `rank_ops` set by the rank's decode (verify) segments `s` alone: their
+    attention cores and absorbed bmm, and the MTP draft passes over them."""
+    assert s.is_decode.all()
+    ops = _attention_ops(pr, c, s)
+    if d.mtp_draft_tokens and len(s.q):
+        rows = float(len(s.q)) if d.lm_head == "rank" else 0.0
+        passes = draft_passes(d.mtp_draft_tokens)
+        ops["mtp_draft"] = combine(
+            *(scale(mtp_module(pr, c, draft_segments(s, q), rows), n) for q, n in passes)
+        )
+    return ops
+
+
+def chunk_ops(pr: Pricer, c: RankContext, d: Deployment, s: RankSegments) -> Ops:
+    """The ops of `rank_ops` set by the rank's prefill chunks `s` together: their attention,
+    and the MTP module's attention layer in its extend over them (`mtp_module`; the rest of
+    that extend is `chunk_token_ops`')."""
+    assert not s.is_decode.any()
+    layer = _layer(pr, c, s)
+    ops = {name: scale(t, c.model.attention_layers) for name, t in layer.items()}
+    del ops["attn_proj"]
+    if d.mtp_draft_tokens and len(s.q):
+        ops["mtp_prefill"] = combine(*layer.values())
+    return ops
+
+
+def chunk_token_ops(
+    pr: Pricer, c: RankContext, d: Deployment, tokens: float, expanded: float, rows: float
+) -> Ops:
+    """The rest of the MTP module's extend over a rank's chunks (`mtp_module` but its
+    attention layer): set by the chunks' tokens, the cached tokens the expand path up-projects
+    and the chunks that complete their prompt (`rows`, logits rows where the head is the
+    rank's own)."""
+    if not d.mtp_draft_tokens or tokens <= 0:
+        return {}
+    m = c.model
+    one = _token_segment(tokens, expanded)
+    part = combine(
+        *ffn_rank_ops(pr, c, tokens, dense=False).values(),
+        draft_elementwise(pr, c, one),
+        gemm(pr, c, tokens, 2 * m.hidden_size, m.hidden_size, "bf16"),
+        head(pr, c, rows if d.lm_head == "rank" else 0.0),
+    )
+    return {"mtp_prefill": part}
+
+
+def _token_segment(tokens: float, expanded: float) -> RankSegments:
+    """One segment standing for a rank's `tokens`, with `expanded` cached tokens on the
+    expand path: all the memory-bound kernels read of a rank's segments."""
+    path = EXPAND if expanded > 0 else ABSORB
+    return RankSegments(
+        q=np.array([tokens]),
+        k=np.array([expanded if expanded > 0 else tokens]),
+        is_decode=np.array([expanded <= 0]),
+        path=np.full(1, path, dtype=np.int8),
+    )
+
+
+def rank_parts(pr: Pricer, c: RankContext, d: Deployment, gpu: GpuSpec, s: RankSegments) -> Ops:
+    """`rank_ops` of a `separable` rank, assembled from its parts (no op is in two parts but
+    a ZERO: the decode part's prefill cores and the chunks' decode cores are empty)."""
+    dec = s.is_decode
+    smp = s.samples
+    decode = RankSegments(q=s.q[dec], k=s.k[dec], is_decode=dec[dec], path=s.path[dec])
+    pre = ~dec
+    chunks = RankSegments(
+        q=s.q[pre],
+        k=s.k[pre],
+        is_decode=dec[pre],
+        path=s.path[pre],
+        samples=None if smp is None else smp[pre],
+    )
+    expand = (s.path == EXPAND) | (s.path == EXPAND_CHUNKED)
+    rows = float(s.q[dec].sum() + s.sampling_prefills)
+    expanded_tokens = float(np.sum(s.k[expand]))
+    return merge(
+        token_ops(pr, c, d, gpu, s.tokens),
+        elementwise_ops(pr, c, s.tokens, expanded_tokens),
+        head_ops(pr, c, d, rows),
+        decode_ops(pr, c, d, decode),
+        chunk_ops(pr, c, d, chunks),
+        chunk_token_ops(pr, c, d, chunks.tokens, expanded_tokens, float(chunks.sampling_prefills)),
+    )
+
+
+def merge(*parts: Ops) -> Ops:
+    """Parts' ops by name, an op named in several the sum of theirs."""
+    out: Ops = {}
+    for part in parts:
+        for name, t in part.items():
+            out[name] = combine(out[name], t) if name in out else t
+    return out
+
+
+def _attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
+    """One layer's attention cores over `s`, every layer (its projections are `token_ops`')."""
+    layer = _layer(pr, c, s)
+    layer.pop("attn_proj")
+    return {name: scale(t, c.model.attention_layers) for name, t in layer.items()}
+
+
+def _layer(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
+    return mla_layer(pr, c, s) if c.model.attention == "mla" else gqa_layer(pr, c, s)
 
 
 def draft_segments(s: RankSegments, width: int) -> RankSegments:

@@ -24,11 +24,13 @@ from sim.cost.layer_ops import (
 )
 from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
+from sim.cost.mixed_rank import MixedRanks, MixedWork
+from sim.cost.mixed_shape import MixedShape, mixed_shapes
 from sim.cost.overheads import engine_overheads
 from sim.cost.overlap import MicroBatch, comm_time, moe_layers_s, overlapped_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_shape import RankShape, decode_shapes, rank_shape, shape_segments
-from sim.cost.rank_work import rank_ops
+from sim.cost.rank_work import rank_ops, separable
 from sim.cost.rate import OpTime, total_seconds
 from sim.cost.roofline import OpEstimator, RooflineCost
 from sim.cost.unit_work import micro_batch_ops, unit_head_ops, unit_ops
@@ -45,10 +47,15 @@ UNIT_MEMO_ENTRIES = 50_000
 
 @dataclass(frozen=True)
 class RankWork:
-    """All of one rank's own work in a step: its total and its ops."""
+    """All of one rank's own work in a step: its total, its ops and its time in the MoE layers
+    (`moe_layers_s`)."""
 
     seconds: float
     ops: dict[str, OpTime]
+    moe_s: float
+
+
+Shape = RankShape | MixedShape  # a decode-only rank's, or a rank's with prompt chunks
 
 
 class ServingCostModel:
@@ -121,6 +128,12 @@ class ServingCostModel:
         self._unit_memo: BoundedCache[tuple[object, ...], dict[str, OpTime]] = BoundedCache(
             UNIT_MEMO_ENTRIES
         )
+        # two-batch overlap's schedule of a step's stages (a pure function of them)
+        self._schedule_memo: BoundedCache[tuple[object, ...], float] = BoundedCache(
+            UNIT_MEMO_ENTRIES
+        )
+        # ranks with prompt chunks: priced from memoised parts where the work splits into them
+        self._mixed = MixedRanks(self.pricer, self.ctx, d, gpu) if separable(self.ctx) else None
 
     # -- memory facts the engine and results need ---------------------------------------------
     @property
@@ -152,9 +165,10 @@ class ServingCostModel:
         else:
             tokens_r = np.bincount(rank, weights=new.astype(np.float64), minlength=ranks)
         mixed = np.zeros(ranks, dtype=bool)
-        mixed[rank[~dec]] = True
+        if not dec.all():
+            mixed[rank[~dec]] = True
         busy_decode = ~mixed & (n_r > 0)
-        shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode)
+        shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r)
         works = [self._rank_work(s) for s in shapes]
         totals = np.asarray([w.seconds for w in works] + [0.0])
         rank_s = totals[index]  # idle ranks index the trailing 0
@@ -176,23 +190,33 @@ class ServingCostModel:
         # decode; a step where some ranks prefill while others decode runs whole
         modes_agree = not (mixed.any() and busy_decode.any())
         if self.deployment.two_batch_overlap and modes_agree and comm_time(unit_ops) > 0:
-            args = (batch, load, rank_s, tokens_r, crit, shapes, index, unit_ops)
+            args = (batch, n_r, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops)
             saved = self._overlap_saving(*args)
             duration -= saved
         return StepCost(duration_s=duration, rank_own_s=rank_s, ops=ops, overlap_saved_s=saved)
 
     def _rank_shapes(
-        self, batch: BatchShape, n_r: np.ndarray, mixed: np.ndarray, busy_decode: np.ndarray
-    ) -> tuple[list[RankShape], NDArray[np.intp]]:
+        self,
+        batch: BatchShape,
+        n_r: np.ndarray,
+        mixed: np.ndarray,
+        busy_decode: np.ndarray,
+        tokens_r: np.ndarray,
+    ) -> tuple[list[Shape], NDArray[np.intp]]:
         """The distinct shapes of the step's busy ranks and each rank's index into them (idle
         ranks: one past the end). Decode-only ranks whose requests share one width and path
-        are shaped together, vectorised."""
+        are shaped together, vectorised; so are ranks with prompt chunks where their work
+        splits into parts (`sim.cost.mixed_rank`)."""
         ranks, rank = batch.num_ranks, batch.rank
-        shapes: list[RankShape] = []
+        shapes: list[Shape] = []
         index = np.full(ranks, 0, dtype=np.intp)
         alone = np.flatnonzero(mixed).tolist()
+        everyone = not alone  # a decode-only step: no segment to select
+        if alone and self._mixed is not None:
+            shapes = list(mixed_shapes(batch, mixed, alone, self._paths, tokens_r))
+            index[alone] = np.arange(len(alone))
+            alone = []
         if busy_decode.any():
-            everyone = not alone  # a decode-only step: no segment to select
             sel = slice(None) if everyone else busy_decode[rank]
             q, k = batch.new_tokens[sel], batch.kv_tokens[sel]
             paths = self._paths(q, k, batch.is_decode[sel])
@@ -200,7 +224,9 @@ class ServingCostModel:
             if int(q.min()) == int(q.max()) and int(paths.min()) == int(paths.max()):
                 kv = k.astype(np.float64)
                 kv_sum = np.bincount(rank[sel], weights=kv, minlength=ranks)[rs].astype(np.float64)
-                shapes, index[rs] = decode_shapes(n_r[rs], kv_sum, int(q[0]), int(paths[0]))
+                more, at = decode_shapes(n_r[rs], kv_sum, int(q[0]), int(paths[0]))
+                index[rs] = at + len(shapes)
+                shapes += more
             else:
                 alone += rs.tolist()
         for r in alone:  # ranks with prefill chunks (and mixed decode widths): one at a time
@@ -223,12 +249,17 @@ class ServingCostModel:
         policy, heads = self.deployment.mla_policy, self.ctx.heads
         return choose_paths(policy, self.model, seg, sparse=self.sparse, heads=heads)
 
-    def _rank_work(self, shape: RankShape) -> RankWork:
-        """All of one rank's own work at `shape`, memoised."""
+    def _rank_work(self, shape: Shape) -> RankWork | MixedWork:
+        """All of one rank's own work at `shape`, memoised (whole, or by parts)."""
+        if isinstance(shape, MixedShape):
+            assert self._mixed is not None
+            return self._mixed.work(shape)
 
         def price() -> RankWork:
             ops = self._rank_ops(shape_segments(shape))
-            return RankWork(seconds=total_seconds(ops), ops=ops)
+            return RankWork(
+                seconds=total_seconds(ops), ops=ops, moe_s=moe_layers_s(self.model, ops)
+            )
 
         return self._rank_memo.get(shape, price)
 
@@ -253,11 +284,13 @@ class ServingCostModel:
     def _overlap_saving(
         self,
         batch: BatchShape,
+        n_r: np.ndarray,
         load: CommLoad,
         rank_s: np.ndarray,
         tokens_r: np.ndarray,
         crit: int,
-        shapes: list[RankShape],
+        shapes: list[Shape],
+        works: list[RankWork | MixedWork],
         index: NDArray[np.intp],
         unit_ops: dict[str, OpTime],
     ) -> float:
@@ -274,7 +307,6 @@ class ServingCostModel:
         scheduled by `sim.cost.overlap.overlapped_s`. With no rank splitting, nothing is hidden
         or added.
         """
-        n_r = np.bincount(batch.rank, minlength=batch.num_ranks)
         whole = np.zeros(batch.num_ranks, dtype=bool)
         if (n_r == 1).any():
             unsplit = (n_r[batch.rank] == 1) & (batch.is_decode | (batch.new_tokens < 2))
@@ -294,8 +326,7 @@ class ServingCostModel:
         # a part is less work than its whole rank, so costs no more (pricing is monotone in
         # work): ranks whose whole MoE-layer work cannot raise either half's maximum are skipped
         m = self.model
-        bound = {int(index[r]): moe_layers_s(m, self._rank_work(shapes[int(index[r])]).ops)
-                 for r in candidates}  # fmt: skip
+        bound = {int(index[r]): works[int(index[r])].moe_s for r in candidates}
         attn = [0.0, 0.0]
         for i in sorted(bound, key=lambda i: (-bound[i], i)):
             if bound[i] <= min(attn):
@@ -304,7 +335,7 @@ class ServingCostModel:
             attn = [max(attn[0], first), max(attn[1], second)]
         if whole.any():  # the slowest whole rank's MoE layers, all in the second
             r = int(np.argmax(np.where(whole, rank_s, -1.0)))
-            attn[1] = max(attn[1], moe_layers_s(m, self._rank_work(shapes[int(index[r])]).ops))
+            attn[1] = max(attn[1], works[int(index[r])].moe_s)
         micro = []
         loads = micro_batch_loads(load, batch, tokens_r, crit, whole)
         for a, part in zip(attn, loads, strict=True):
@@ -319,19 +350,25 @@ class ServingCostModel:
                     sender_tokens_per_gpu=part.sender_tokens / self.deployment.attn_tp,
                 )
             )
-        crit_ops = self._rank_work(shapes[int(index[crit])]).ops
-        once = float(rank_s[crit]) - moe_layers_s(m, crit_ops)  # dense layers, head, MTP
-        with_overlap = overlapped_s(
-            micro[0], micro[1], once_s=once, layers=m.moe_layers, decode_only=load.decode_only
+        once = float(rank_s[crit]) - works[int(index[crit])].moe_s  # dense, head, MTP
+        key = (micro[0], micro[1], once, load.decode_only)
+        with_overlap = self._schedule_memo.get(
+            key,
+            lambda: overlapped_s(
+                micro[0], micro[1], once_s=once, layers=m.moe_layers, decode_only=load.decode_only
+            ),
         )
         serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
         return float(rank_s[crit]) + serial + comm_time(unit_ops) - with_overlap
 
-    def _parts_s(self, shape: RankShape) -> tuple[float, float]:
+    def _parts_s(self, shape: Shape) -> tuple[float, float]:
         """A rank's own work in the MoE layers of each of its two micro-batches, each priced
         on its own, per step, memoised by the rank's shape. At decode batch sizes a
         micro-batch's projection GEMMs read the same weights for half the tokens, so it costs
         more than half; at prefill sizes (compute-bound) about half, plus its launches."""
+        if isinstance(shape, MixedShape):
+            assert self._mixed is not None
+            return self._mixed.halves_moe_s(shape)
 
         def price() -> tuple[float, float]:
             first, second = shape_segments(shape).split_in_two()

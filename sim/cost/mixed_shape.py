@@ -1,0 +1,186 @@
+"""A rank's step work with prompt chunks as the keys its memoised parts are priced at.
+
+A decode-only rank is shaped as a `RankShape` (`sim.cost.rank_shape`), whose whole work repeats
+from step to step. A rank running prefill chunks is shaped as a `MixedShape`: its decode groups
+(as a `RankShape` keeps them: path, width, count and context-sum bucket), its chunks, its tokens,
+the cached tokens its expand-path chunks up-project (rounded to 2^(1/16) buckets) and its
+logits rows; `sim.cost.mixed_rank` prices it from parts keyed by a few of these each.
+
+A chunk keeps its path and whether it samples; its length and (non-zero) prefix are rounded to
+2^(1/64) buckets (within 0.54%, its attention within 1.1%: pairs grow with the square of its
+tokens). A finer bucket than elsewhere, because a prompt of one length (a fixed-length
+benchmark) rounds the same way every step: at 2^(1/16) a 2,000-token prompt is priced as
+1,961 (-1.9%, its attention -3.8%), at 2^(1/64) as 2,004 (+0.2%). The rank's tokens are kept
+exactly (its token-level work is interpolated between buckets, `sim.cost.mixed_rank`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sim.cost.batch import BatchShape
+from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
+from sim.cost.layer_ops import RankSegments
+from sim.cost.memo import buckets, centre, centres, round_to_bucket
+
+# a chunk's length and prefix: 2^(1/64) buckets (within 0.54%), as its attention grows with the
+# square of its tokens and a prompt of one length rounds the same way every step
+CHUNK_BUCKETS_PER_OCTAVE = 64
+
+DecodeGroup = tuple[int, float, int, float]  # path, new tokens each, requests, context each
+Chunk = tuple[int, float, float, bool]  # path, new tokens, context, samples a token
+Paths = Callable[[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]], NDArray[np.int8]]
+
+
+class MixedShape(NamedTuple):
+    """A rank's step work with prompt chunks, rounded: what each of its parts is priced at."""
+
+    decode: tuple[DecodeGroup, ...]
+    chunks: tuple[Chunk, ...]
+    tokens: float  # the rank's tokens (its token-level work is interpolated between buckets)
+    expanded: float  # cached tokens its expand-path chunks up-project, rounded (0: none)
+    rows: float  # logits rows: decode tokens and chunks that complete their prompt
+
+    @property
+    def chunk_work(self) -> tuple[float, float, float]:
+        """The chunks' tokens (rounded), expanded tokens (rounded, as `expanded`) and the
+        ones completing their prompt: what the MTP extend's token-level work depends on."""
+        tokens = round_to_bucket(sum(c[1] for c in self.chunks))
+        return tokens, self.expanded, float(sum(1 for c in self.chunks if c[3]))
+
+
+def decode_group(path: int, width: int, requests: int, context_bucket: int) -> DecodeGroup:
+    """A `RankShape` decode group as its requests' common context (no shorter than their new
+    tokens), as `rank_shape.shape_segments` spells them out."""
+    return (path, float(width), requests, max(centre(context_bucket) / requests, float(width)))
+
+
+def mixed_shapes(
+    batch: BatchShape,
+    mixed: NDArray[np.bool_],
+    ranks: list[int],
+    paths: Paths,
+    tokens_r: NDArray[np.float64],
+) -> list[MixedShape]:
+    """The shapes of `ranks` (those `mixed`: each running a chunk), in that order, vectorised
+    over ranks but for the MLA paths (`paths` of one forward batch's segments): decode segments'
+    are decided one by one, as every policy does; each rank's chunks together (SGLang picks one
+    path for a rank's extend batch), from its chunks alone. `tokens_r`: every rank's tokens."""
+    rank, q, k, dec = batch.rank, batch.new_tokens, batch.kv_tokens, batch.is_decode
+    on = dec & mixed[rank]
+    decode_path = paths(q[on], k[on], dec[on])
+    pre = np.flatnonzero(~dec)
+    order = pre[np.argsort(rank[pre], kind="stable")]
+    cuts = np.searchsorted(rank[order], ranks[1:])
+    chunk_path = np.empty(pre.size, dtype=np.int8)
+    where = np.searchsorted(pre, order)  # each sorted chunk's place among the chunks
+    for sel in np.split(np.arange(order.size), cuts):
+        seg = order[sel]
+        chunk_path[where[sel]] = paths(q[seg], k[seg], dec[seg])
+    pos = np.full(batch.num_ranks, -1, dtype=np.int64)
+    pos[ranks] = np.arange(len(ranks))
+    groups: list[list[DecodeGroup]] = [[] for _ in ranks]
+    on = dec & (pos[rank] >= 0)
+    if on.any():  # decode groups by rank, path and width, as `rank_shape` keeps them
+        code = rank[on] << 40 | decode_path.astype(np.int64) << 32 | q[on]
+        kinds, inverse = np.unique(code, return_inverse=True)
+        n = np.bincount(inverse)
+        b = buckets(np.bincount(inverse, weights=k[on].astype(np.float64)).astype(np.float64))
+        for kind, count, bucket in zip(kinds.tolist(), n.tolist(), b.tolist(), strict=True):
+            group = decode_group((kind >> 32) & 0xFF, kind & 0xFFFFFFFF, count, bucket)
+            groups[int(pos[kind >> 40])].append(group)
+    is_chunk = ~dec
+    cr, cq, ck = rank[is_chunk], q[is_chunk], k[is_chunk]
+    smp = (
+        np.ones(cq.size, dtype=bool)
+        if batch.samples_token is None
+        else batch.samples_token[is_chunk]
+    )
+    fine = CHUNK_BUCKETS_PER_OCTAVE
+    new = centres(buckets(cq.astype(np.float64), fine), fine)
+    prefix = (ck - cq).astype(np.float64)
+    has = prefix > 0
+    prefix[has] = centres(buckets(prefix[has], fine), fine)
+    chunks: list[list[Chunk]] = [[] for _ in ranks]
+    columns = (pos[cr].tolist(), chunk_path.tolist(), new.tolist(), (new + prefix).tolist(),
+               smp.tolist())  # fmt: skip
+    for i, p, nq, ctx, s in zip(*columns, strict=True):
+        chunks[i].append((p, nq, ctx, s))
+    m = batch.num_ranks
+    expand = (chunk_path == EXPAND) | (chunk_path == EXPAND_CHUNKED)
+    weights = np.where(expand, ck, 0).astype(np.float64)
+    expanded = np.bincount(cr, weights=weights, minlength=m).astype(np.float64)
+    rows = np.bincount(rank[on], weights=q[on].astype(np.float64), minlength=m).astype(np.float64)
+    rows += np.bincount(cr, weights=smp.astype(np.float64), minlength=m)
+    t = tokens_r[ranks].astype(np.float64).tolist()
+    x = _rounded(expanded[ranks]).tolist()
+    return [
+        MixedShape(tuple(g), tuple(sorted(c)), ti, xi, ri)
+        for g, c, ti, xi, ri in zip(groups, chunks, t, x, rows[ranks].tolist(), strict=True)
+    ]
+
+
+def _rounded(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Positive values at their bucket centres, 0 kept."""
+    out = np.zeros(x.shape)
+    live = x > 0
+    out[live] = centres(buckets(x[live]))
+    return out
+
+
+def halves(shape: MixedShape) -> tuple[MixedShape, MixedShape]:
+    """The shape's two two-batch-overlap micro-batches (`RankSegments.split_in_two` of the
+    segments it stands for), each rounded again."""
+    out = []
+    for part in mixed_segments(shape).split_in_two():
+        dec = part.is_decode
+        groups: dict[tuple[int, float, float], int] = {}
+        requests = (part.path[dec].tolist(), part.q[dec].tolist(), part.k[dec].tolist())
+        for p, w, k in zip(*requests, strict=True):
+            groups[(p, w, k)] = groups.get((p, w, k), 0) + 1
+        smp = np.ones(len(part.q), dtype=bool) if part.samples is None else part.samples
+        pre = ~dec
+        columns = (part.path[pre], part.q[pre], part.k[pre], smp[pre])
+        chunks = tuple(zip(*(c.tolist() for c in columns), strict=True))
+        expand = (part.path == EXPAND) | (part.path == EXPAND_CHUNKED)
+        out.append(
+            MixedShape(
+                decode=tuple((p, w, n, k) for (p, w, k), n in sorted(groups.items())),
+                chunks=chunks,
+                tokens=part.tokens,
+                expanded=round_to_bucket(float(part.k[expand].sum())),
+                rows=float(part.q[dec].sum()) + float(np.count_nonzero(pre & smp)),
+            )
+        )
+    return out[0], out[1]
+
+
+def mixed_segments(shape: MixedShape) -> RankSegments:
+    """The segments a shape stands for: decode groups' requests at their common context, then
+    the chunks."""
+    q: list[float] = []
+    k: list[float] = []
+    path: list[int] = []
+    samples: list[bool] = []
+    for p, w, n, ctx in shape.decode:
+        q += [w] * n
+        k += [ctx] * n
+        path += [p] * n
+        samples += [True] * n
+    n_dec = len(q)
+    for p, new, ctx, smp in shape.chunks:
+        q.append(new)
+        k.append(ctx)
+        path.append(p)
+        samples.append(smp)
+    return RankSegments(
+        q=np.asarray(q, dtype=np.float64),
+        k=np.asarray(k, dtype=np.float64),
+        is_decode=np.arange(len(q)) < n_dec,
+        path=np.asarray(path, dtype=np.int8),
+        samples=np.asarray(samples, dtype=bool),
+    )

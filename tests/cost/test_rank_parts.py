@@ -1,0 +1,83 @@
+"""A rank's work assembled from its parts (`rank_work.rank_parts`) is `rank_ops` op for op, so
+pricing a prompt-chunk rank from memoised parts (`sim.cost.mixed_rank`) prices the same ops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.catalog import load_gpu, load_model
+from sim.catalog.profiles import load_profile
+from sim.cost.layer_ops import RankSegments
+from sim.cost.rank_work import rank_ops, rank_parts, separable
+from sim.cost.serving import ServingCostModel
+from sim.specs import Deployment
+
+H200 = load_gpu("h200")
+
+
+def segments(rng: np.random.Generator, model: ServingCostModel) -> RankSegments:
+    """1-40 decode requests (verify width 1 or 2) and 0-3 prompt chunks, MLA paths as the
+    deployment's policy picks them."""
+    n_dec, n_pre = int(rng.integers(0, 41)), int(rng.integers(0, 4))
+    if n_dec + n_pre == 0:
+        n_dec = 1
+    q_dec = np.full(n_dec, int(rng.integers(1, 3)))
+    q_pre = rng.integers(1, 9000, n_pre)
+    q = np.concatenate([q_dec, q_pre]).astype(np.int64)
+    prefix = np.concatenate([rng.integers(50, 20_000, n_dec), rng.choice([0, 700, 9000], n_pre)])
+    k = q + prefix
+    dec = np.arange(q.size) < n_dec
+    paths = model._paths(q, k, dec)
+    samples = np.concatenate([np.ones(n_dec, dtype=bool), rng.random(n_pre) < 0.5])
+    return RankSegments(
+        q=q.astype(np.float64), k=k.astype(np.float64), is_decode=dec, path=paths, samples=samples
+    )
+
+
+@pytest.mark.parametrize(
+    ("model_name", "deployment", "profile"),
+    [
+        (
+            "deepseek-v3",
+            Deployment(name="dp8_mtp", attn_tp=1, mtp_draft_tokens=1, mtp_acceptance=(0.8,)),
+            "h200-sglang",
+        ),
+        ("deepseek-v3", Deployment(name="tp8", attn_tp=8), "h200-measured"),
+        (
+            "deepseek-v3",
+            Deployment(
+                name="tp2_unit", attn_tp=2, dense_ffn="unit", lm_head="unit", mla_policy="vllm"
+            ),
+            "h200-roofline",
+        ),
+        (
+            "kimi-k2",
+            Deployment(
+                name="flops",
+                nodes=2,
+                attn_tp=4,
+                mla_policy="flops_optimal",
+                mtp_draft_tokens=2,
+                mtp_acceptance=(0.8, 0.6),
+            ),
+            None,
+        ),
+        ("qwen3-235b-a22b", Deployment(name="gqa_tp4", attn_tp=4), None),
+    ],
+)
+def test_a_rank_assembled_from_its_parts_prices_rank_ops_op_for_op(
+    model_name: str, deployment: Deployment, profile: str | None
+) -> None:
+    m = load_model(model_name)
+    cost = ServingCostModel(m, H200, deployment, load_profile(profile) if profile else None)
+    assert separable(cost.ctx)
+    rng = np.random.default_rng(3)
+    for _ in range(25):
+        s = segments(rng, cost)
+        whole = rank_ops(cost.pricer, cost.ctx, deployment, H200, s)
+        parts = rank_parts(cost.pricer, cost.ctx, deployment, H200, s)
+        assert parts.keys() == whole.keys()
+        for name, t in whole.items():
+            assert parts[name].seconds == pytest.approx(t.seconds, rel=1e-12), name
+            assert (parts[name].source, parts[name].extrapolated) == (t.source, t.extrapolated)
