@@ -45,7 +45,7 @@ def rank_ops(
     own_head = d.lm_head == "rank"  # else unit-wide (`unit_head_ops`)
     if own_head:
         ops["lm_head"] = head(pr, c, float(s.q[s.is_decode].sum() + s.sampling_prefills))
-    ops["elementwise"] = rank_elementwise(pr, c, s)
+    ops["elementwise"] = rank_elementwise(pr, c, s, d.engine)
     if c.tp > 1:
         allreduce = tp_allreduce(pr, m, d, gpu, s.tokens)
         ops["tp_allreduce"] = scale(allreduce, m.num_layers)
