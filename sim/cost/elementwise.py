@@ -73,7 +73,7 @@ from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.op_work import BF16, FP8_SCALE_GROUP
 from sim.cost.pricing import Pricer
 from sim.cost.rate import OpTime, combine, scale
-from sim.cost.routed import busiest_tokens
+from sim.cost.routed import busiest_tokens, prices_fused
 from sim.specs.deployment import Deployment
 from sim.specs.model import ModelSpec
 from sim.specs.profile import ELEMENTWISE
@@ -132,6 +132,8 @@ def router_bytes(experts: int, topk: int) -> float:
     return 4.0 * experts + 8.0 * topk
 
 
+# the routed experts' activation kernels, inside a measured fused-MoE kernel's latency
+IN_FUSED_MOE = frozenset({"routed_silu_mul", "routed_silu_mul_quant", "routed_quant_down_input"})
 UNMEASURED = "elementwise_kernel"  # outside the vocabulary: the Pricer's roofline fallback
 
 
@@ -359,5 +361,10 @@ def routed_elementwise(
     decode_only: bool,
     sender_tokens: float = 0.0,
 ) -> OpTime:
-    """One MoE layer's routed-expert memory-bound kernels on the busiest EP GPU."""
-    return price(pr, routed_kernels(model, deployment, unit_tokens, decode_only, sender_tokens))
+    """One MoE layer's routed-expert memory-bound kernels on the busiest EP GPU. A measured
+    fused-MoE table already holds the activation and quant between its GEMMs: only the
+    exchange's kernels outside it are added then."""
+    kernels = routed_kernels(model, deployment, unit_tokens, decode_only, sender_tokens)
+    if prices_fused(pr, deployment):
+        kernels = [k for k in kernels if k.name not in IN_FUSED_MOE]
+    return price(pr, kernels)

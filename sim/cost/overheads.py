@@ -23,6 +23,18 @@ scenarios that name no engine price exactly as before. What an engine changes:
   decode above the captured size) kernels launch eagerly; their CPU launch runs ahead of the
   GPU and hides behind kernels longer than it (every prefill kernel of a DeepSeek-class
   model is), so the same GPU-side time is what a step waits for.
+- **shared experts on a second stream.** In a graph-replayed decode step SGLang and
+  TensorRT-LLM run a MoE layer's shared experts beside its router and routed experts, on two
+  CUDA streams: SGLang's `DeepseekV2MoE.forward` takes `forward_normal_dual_stream` (shared
+  experts on the current stream, gate, top-k and experts on `alt_stream`) in capture mode
+  without DeepEP, unless the shared expert is fused into the routed kernel as one more expert
+  (`python/sglang/srt/models/deepseek_v2.py`); TensorRT-LLM's `Deepseekv3MoE.forward` runs
+  `_compute_routed_output` and `_compute_shared_output` through `maybe_execute_in_parallel`
+  on its `MoeShared` aux stream (`tensorrt_llm/_torch/models/modeling_deepseekv3.py`). The
+  shorter side is hidden (`stream_overlap_s`): the shared expert's GEMMs read a few MB a layer
+  at 4-64 tokens, far from what the routed side leaves of HBM bandwidth, so the two share it
+  without slowing each other measurably at these sizes (no measurement of the pair running
+  together is bundled: that is the assumption). vLLM is not read here: no overlap.
 - **scheduler CPU time.** Each engine runs its scheduler (batch building, KV allocation, output
   processing) on the CPU while the GPU runs the previous step: SGLang's overlap scheduler
   (default since v0.4), vLLM's async scheduling (default since v0.14.0), TensorRT-LLM's overlap
@@ -33,8 +45,10 @@ docs/serving-overheads.md gives the sources and what is left out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sim.cost.rate import OpTime
 from sim.specs.deployment import Deployment
 
 # aiconfigurator-core 0.12.0, systems/data/h200_sxm/quantize/<engine>/<version>/
@@ -74,6 +88,7 @@ class EngineOverheads:
     graph_max_batch: Figure  # decode requests per rank replayed from a CUDA graph
     graph_launch_us: Figure  # GPU time of one of the engine's smallest kernels in a graph replay
     scheduler_overlapped: Figure  # 1.0: the scheduler's CPU time hides behind the GPU
+    shared_experts_stream: Figure  # 1.0: graph decode runs the shared experts on a 2nd stream
 
     def launch_overhead_s(self) -> float:
         """Fixed cost per roofline-priced kernel in this engine's steps."""
@@ -94,6 +109,11 @@ def _sglang(d: Deployment) -> EngineOverheads:
             "at tp >= 4 (256 below) on GPUs of 80-160 GB (H100, H200)",
         ),
         graph_launch_us=_small_kernel("sglang"),
+        shared_experts_stream=Figure(
+            value=1.0 if d.ep == 1 else 0.0,  # DeepEP's path runs them in line
+            source="sglang python/sglang/srt/models/deepseek_v2.py: DeepseekV2MoE.forward -> "
+            "forward_normal_dual_stream in CUDA-graph capture without DeepEP",
+        ),
         scheduler_overlapped=Figure(
             value=1.0,
             source="SGLang's overlap (zero-overhead) batch scheduler, default since v0.4: "
@@ -110,6 +130,7 @@ def _vllm(d: Deployment) -> EngineOverheads:
             source="vllm config: max_cudagraph_capture_size defaults to min(2 x max_num_seqs, 512)",
         ),
         graph_launch_us=_small_kernel("vllm"),
+        shared_experts_stream=Figure(value=0.0, source="vLLM's DeepSeek code not read here"),
         scheduler_overlapped=Figure(
             value=1.0,
             source="vLLM v0.14.0 release notes: async scheduling enabled by default (#27614), "
@@ -128,6 +149,11 @@ def _trtllm(d: Deployment) -> EngineOverheads:
             "max_running_requests)",
         ),
         graph_launch_us=_small_kernel("trtllm"),
+        shared_experts_stream=Figure(
+            value=1.0,
+            source="tensorrt_llm/_torch/models/modeling_deepseekv3.py: Deepseekv3MoE.forward "
+            "runs routed and shared experts via maybe_execute_in_parallel (MoeShared aux stream)",
+        ),
         scheduler_overlapped=Figure(
             value=1.0,
             source="TensorRT-LLM docs, Overlap Scheduler (enabled by default): "
@@ -148,3 +174,21 @@ def engine_overheads(d: Deployment) -> EngineOverheads | None:
             f"engine={d.engine!r} has no overheads here; known engines: {', '.join(ENGINES)}"
         )
     return ENGINES[d.engine](d)
+
+
+# the MoE layer's routed side: router, experts, their kernels and (EP) exchange
+ROUTED_SIDE = ("moe_gate", "moe_routed", "moe_elementwise", "ep_dispatch", "ep_combine")
+
+
+def stream_overlap_s(
+    overheads: EngineOverheads | None, ops: Mapping[str, OpTime], graph_decode: bool
+) -> float:
+    """Seconds of a step hidden by the shared experts running beside the routed side on a
+    second stream (module docstring): the shorter of the two, in a graph-replayed decode."""
+    if overheads is None or not graph_decode or not overheads.shared_experts_stream.value:
+        return 0.0
+    shared = ops.get("moe_shared")
+    if shared is None:
+        return 0.0
+    routed = sum(ops[name].seconds for name in ROUTED_SIDE if name in ops)
+    return min(shared.seconds, routed)

@@ -8,13 +8,15 @@ from importlib import resources
 
 import numpy as np
 import pytest
+from test_serving import decode_batch
 
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost import elementwise as ew
+from sim.cost.batch import BatchShape, StepCost
 from sim.cost.dispatch import ABSORB
 from sim.cost.layer_ops import RankSegments
-from sim.cost.overheads import SMALL_KERNEL_US, engine_overheads
+from sim.cost.overheads import ROUTED_SIDE, SMALL_KERNEL_US, engine_overheads
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 
@@ -137,3 +139,44 @@ def test_a_fused_kernel_costs_what_its_bytes_add() -> None:
         ew.Kernel(name="n", tokens=4096, bytes_per_token=k.bytes_per_token, launched=False),
     ).seconds
     assert alone - inside == pytest.approx(SMALL_KERNEL_US["trtllm"] * 1e-6, rel=1e-6)
+
+
+def step(
+    engine: str | None, batch: BatchShape, profile: str = "h200-sglang", **kw: object
+) -> StepCost:
+    return ServingCostModel(V3, H200, tp8(engine, **kw), load_profile(profile)).step_cost(batch)
+
+
+def test_graph_decode_runs_the_shared_experts_beside_the_routed_ones() -> None:
+    batch = decode_batch(1, 4, 2048)
+    for engine, profile in (("sglang", "h200-sglang"), ("trtllm", "h200-trtllm")):
+        st = step(engine, batch, profile)
+        total = sum(t.seconds for t in st.ops.values())
+        routed = sum(st.ops[n].seconds for n in ROUTED_SIDE if n in st.ops)
+        hidden = min(st.ops["moe_shared"].seconds, routed)
+        assert hidden == st.ops["moe_shared"].seconds > 0  # 4 tokens: the routed side is longer
+        assert st.overlap_saved_s == pytest.approx(hidden, rel=1e-12)
+        assert st.duration_s == pytest.approx(total - hidden, rel=1e-12)
+    generic = step(None, batch)
+    assert generic.duration_s == pytest.approx(sum(t.seconds for t in generic.ops.values()))
+    assert generic.overlap_saved_s == 0.0
+    vllm = step("vllm", batch, "h200-vllm")
+    assert vllm.overlap_saved_s == 0.0
+
+
+def test_no_second_stream_for_prefill_eager_decode_or_sglang_deepep() -> None:
+    prefill = BatchShape(
+        num_ranks=1,
+        rank=np.zeros(2, dtype=np.int64),
+        new_tokens=np.array([1, 1024]),
+        kv_tokens=np.array([2048, 1024]),
+        is_decode=np.array([True, False]),
+    )
+    assert step("sglang", prefill).overlap_saved_s == 0.0
+    # above the captured batch (512 requests at TP8) decode runs eagerly, in line
+    assert step("sglang", decode_batch(1, 600, 256)).overlap_saved_s == 0.0
+    assert step("sglang", decode_batch(1, 512, 256)).overlap_saved_s > 0.0
+    # SGLang with EP: DeepEP's path runs the shared experts in line; TensorRT-LLM's does not
+    assert step("sglang", decode_batch(1, 4, 2048), moe_tp=1).overlap_saved_s == 0.0
+    ep8 = step("trtllm", decode_batch(1, 4, 2048), "h200-trtllm", moe_tp=1)
+    assert ep8.overlap_saved_s == pytest.approx(ep8.ops["moe_shared"].seconds)
