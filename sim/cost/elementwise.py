@@ -55,7 +55,8 @@ part of the kernel that does them, but not a launch of its own):
   (`AllReduceFusionOp.RESIDUAL_RMS_NORM`). Left as kernels: the first layer's input norm and
   the dense layers' post-attention norms (their pre-MLP fusion is NVFP4-only).
 - SGLang decode in CUDA graphs (`deepseek_v2.py`, `forward_absorb_prepare`): the q_a and kv_a
-  RMSNorms run on two streams at once (`alt_stream`), one launch on the critical path.
+  RMSNorms run on two streams at once (`alt_stream`), one launch on the critical path (taken
+  for every decode-only step: the capture limit, 512 requests at TP >= 4, is not checked here).
 
 Not counted: the norms' weight vectors (read once per kernel, not per token), the indexer's
 own norm and quant (DSA), KDA layers' gates and convolutions, per-tensor quant in front of FP8
