@@ -39,8 +39,24 @@ Each kernel is one `elementwise` op whose width makes `op_work`'s bytes (one BF1
 write of [tokens, width] = 4 x tokens x width) equal the kernel's real bytes: width = bytes per
 token / 4 (fused add+RMSNorm: 2d; FP8 quant of k values: ~0.76 k). A measured elementwise table
 (kernels_calib times fused add+RMSNorm at width 2d) thus prices every kernel by its bytes, and a
-table point comes back exactly. Without a table an op is roofline-priced (profile memory
-efficiency plus one launch overhead per kernel).
+table point comes back exactly. Without a table a kernel is priced by the deployment's roofline
+fallback (`Pricer.fallback`): its bytes at the profile's memory efficiency plus, with an engine,
+the GPU time of one of that engine's smallest kernels in a CUDA graph (`sim.cost.overheads`:
+1.3-1.9 us, measured), else the profile's launch figure. (Priced as a vocabulary op through a
+profile without the table, it paid the profile's 5.22 us DeepGEMM residual whatever the engine.)
+
+Fusions an engine makes, from its DeepSeek model code (a fused kernel's bytes are still paid, as
+part of the kernel that does them, but not a launch of its own):
+
+- TensorRT-LLM with attention TP (`modeling_deepseekv3.py`, `DeepseekV3DecoderLayer`:
+  `PRE_MOE_FUSION` / `POST_MOE_FUSION` / `POST_MLP_FUSION`, on unless attention DP): the
+  residual add + RMSNorm before each MoE layer's FFN and before every following layer (the next
+  layer's input norm, the final norm after the last) run inside the all-reduce
+  (`AllReduceFusionOp.RESIDUAL_RMS_NORM`). Left as kernels: the first layer's input norm and
+  the dense layers' post-attention norms (their pre-MLP fusion is NVFP4-only).
+- SGLang decode in CUDA graphs (`deepseek_v2.py`, `forward_absorb_prepare`): the q_a and kv_a
+  RMSNorms run on two streams at once (`alt_stream`), one launch on the critical path (taken
+  for every decode-only step: the capture limit, 512 requests at TP >= 4, is not checked here).
 
 Not counted: the norms' weight vectors (read once per kernel, not per token), the indexer's
 own norm and quant (DSA), KDA layers' gates and convolutions, per-tensor quant in front of FP8
@@ -58,9 +74,10 @@ from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.op_work import BF16, FP8_SCALE_GROUP
 from sim.cost.pricing import Pricer
 from sim.cost.rate import OpTime, combine, scale
-from sim.cost.routed import busiest_tokens
+from sim.cost.routed import busiest_tokens, prices_fused
 from sim.specs.deployment import Deployment
 from sim.specs.model import ModelSpec
+from sim.specs.profile import ELEMENTWISE
 
 FP8_VALUE = 1.0 + 4.0 / FP8_SCALE_GROUP  # e4m3 value plus its share of the fp32 group scale
 OP_BYTES_PER_WIDTH = 2 * BF16  # op_work: one BF16 read + one BF16 write per width unit
@@ -74,6 +91,7 @@ class Kernel:
     tokens: float
     bytes_per_token: float
     layers: int = 1
+    launched: bool = True  # False: done inside another kernel (its bytes paid, no launch)
 
     @property
     def width(self) -> float:
@@ -115,27 +133,54 @@ def router_bytes(experts: int, topk: int) -> float:
     return 4.0 * experts + 8.0 * topk
 
 
+# the routed experts' activation kernels, inside a measured fused-MoE kernel's latency
+IN_FUSED_MOE = frozenset({"routed_silu_mul", "routed_silu_mul_quant", "routed_quant_down_input"})
+UNMEASURED = "elementwise_kernel"  # outside the vocabulary: the Pricer's roofline fallback
+
+
+def kernel_time(pr: Pricer, k: Kernel) -> OpTime:
+    """One run of kernel `k`: from a measured elementwise table where the profile has one, else
+    at the deployment's roofline fallback (which carries the engine's per-kernel figure)."""
+    attrs = {"tokens": k.tokens, "width": k.width}
+    op = ELEMENTWISE if pr.has_table(ELEMENTWISE) or pr.fallback is None else UNMEASURED
+    nbytes = k.tokens * k.bytes_per_token
+    t = pr.op(op, attrs, 0.0, nbytes)
+    if k.launched:
+        return t
+    # inside another kernel: only what its bytes add (an op's time is linear in its work)
+    twice = pr.op(op, attrs, 0.0, 2 * nbytes)
+    return OpTime(seconds=twice.seconds - t.seconds, source=t.source, extrapolated=t.extrapolated)
+
+
 def price(pr: Pricer, kernels: list[Kernel]) -> OpTime:
     """All kernels priced through the profile, each scaled by its layer count."""
-    times = []
-    for k in kernels:
-        if k.tokens <= 0 or k.layers <= 0:
-            continue
-        attrs = {"tokens": k.tokens, "width": k.width}
-        t = pr.op("elementwise", attrs, 0.0, k.tokens * k.bytes_per_token)
-        times.append(scale(t, k.layers))
+    times = [scale(kernel_time(pr, k), k.layers) for k in kernels if k.tokens > 0 and k.layers > 0]
     return combine(*times)
 
 
-def attention_kernels(c: RankContext, s: RankSegments, layers: int) -> list[Kernel]:
+def attention_kernels(
+    c: RankContext, s: RankSegments, layers: int, engine: str | None = None
+) -> list[Kernel]:
     """Per attention layer: latent norms, RoPE, cache store and the attention GEMMs' quants."""
     m, t, fp8 = c.model, s.tokens, c.compute_dtype == "fp8"
     d, h = m.hidden_size, c.heads
     out: list[Kernel] = []
+    # SGLang's graph-replayed decode runs the two latent norms on two streams at once
+    norms_overlap = engine == "sglang" and bool(s.is_decode.all())
 
-    def add(name: str, nbytes: float, tokens: float = t, on: bool = True) -> None:
+    def add(
+        name: str, nbytes: float, tokens: float = t, on: bool = True, launched: bool = True
+    ) -> None:
         if on:
-            out.append(Kernel(name=name, tokens=tokens, bytes_per_token=nbytes, layers=layers))
+            out.append(
+                Kernel(
+                    name=name,
+                    tokens=tokens,
+                    bytes_per_token=nbytes,
+                    layers=layers,
+                    launched=launched,
+                )
+            )
 
     if m.attention == "mla":
         mm = m.mla_spec
@@ -145,7 +190,8 @@ def attention_kernels(c: RankContext, s: RankSegments, layers: int) -> list[Kern
         if mm.q_lora_rank:
             add("q_a_norm", rmsnorm_bytes(mm.q_lora_rank))
             add("quant_q_b_input", quant_bytes(mm.q_lora_rank), on=fp8)
-        add("kv_a_norm", rmsnorm_bytes(mm.kv_lora_rank))
+        overlapped = norms_overlap and bool(mm.q_lora_rank)
+        add("kv_a_norm", rmsnorm_bytes(mm.kv_lora_rank), launched=not overlapped)
         add("rope", rope_bytes((h + 1) * d_s, d_s), on=mm.rope_rotary and d_s > 0)
         add("kv_store", BF16 * (mm.kv_lora_rank + d_s) + c.kv_bytes_layer)
         expand = (s.path == EXPAND) | (s.path == EXPAND_CHUNKED)
@@ -195,15 +241,40 @@ def ffn_kernels(c: RankContext, tokens: float, moe_layers: int, dense_layers: in
     ]
 
 
-def rank_kernels(c: RankContext, s: RankSegments) -> list[Kernel]:
-    """Every rank-side elementwise kernel of one step: all layers, then the final norm."""
-    m, t = c.model, s.tokens
+def residual_norms(c: RankContext, tokens: float, engine: str | None) -> list[Kernel]:
+    """The residual add + RMSNorm before every attention and FFN, and the final norm. With
+    TensorRT-LLM and attention TP, those its all-reduce does (module docstring) are not
+    launched: what is left is the first layer's input norm and each dense layer's
+    post-attention norm."""
+    m = c.model
     norm = add_rmsnorm_bytes(m.hidden_size)
+    layers = 2 * m.num_layers
+    fused = engine == "trtllm" and c.tp > 1
+
+    def kernel(name: str, layers: int, launched: bool = True) -> Kernel:
+        return Kernel(
+            name=name, tokens=tokens, bytes_per_token=norm, layers=layers, launched=launched
+        )
+
+    final = kernel("final_norm", 1, launched=not fused)
+    if not fused:
+        return [kernel("residual_add_norm", layers), final]
+    launched = min(layers, 1 + m.moe.first_dense_layers)
     return [
-        Kernel(name="residual_add_norm", tokens=t, bytes_per_token=norm, layers=2 * m.num_layers),
-        *attention_kernels(c, s, m.attention_layers),
+        kernel("residual_add_norm", launched),
+        kernel("residual_add_norm_in_allreduce", layers - launched, launched=False),
+        final,
+    ]
+
+
+def rank_kernels(c: RankContext, s: RankSegments, engine: str | None = None) -> list[Kernel]:
+    """Every rank-side elementwise kernel of one step: all layers and the final norm, with the
+    fusions `engine` makes (module docstring; None: none)."""
+    m, t = c.model, s.tokens
+    return [
+        *residual_norms(c, t, engine),
+        *attention_kernels(c, s, m.attention_layers, engine),
         *ffn_kernels(c, t, m.moe_layers, m.moe.first_dense_layers),
-        Kernel(name="final_norm", tokens=t, bytes_per_token=norm),
     ]
 
 
@@ -271,9 +342,11 @@ def routed_kernels(
     return out
 
 
-def rank_elementwise(pr: Pricer, c: RankContext, s: RankSegments) -> OpTime:
+def rank_elementwise(
+    pr: Pricer, c: RankContext, s: RankSegments, engine: str | None = None
+) -> OpTime:
     """A rank's elementwise time in one step (every layer and the final norm)."""
-    return price(pr, rank_kernels(c, s))
+    return price(pr, rank_kernels(c, s, engine))
 
 
 def draft_elementwise(pr: Pricer, c: RankContext, one: RankSegments) -> OpTime:
@@ -289,5 +362,10 @@ def routed_elementwise(
     decode_only: bool,
     sender_tokens: float = 0.0,
 ) -> OpTime:
-    """One MoE layer's routed-expert memory-bound kernels on the busiest EP GPU."""
-    return price(pr, routed_kernels(model, deployment, unit_tokens, decode_only, sender_tokens))
+    """One MoE layer's routed-expert memory-bound kernels on the busiest EP GPU. A measured
+    fused-MoE table already holds the activation and quant between its GEMMs: only the
+    exchange's kernels outside it are added then."""
+    kernels = routed_kernels(model, deployment, unit_tokens, decode_only, sender_tokens)
+    if prices_fused(pr, deployment):
+        kernels = [k for k in kernels if k.name not in IN_FUSED_MOE]
+    return price(pr, kernels)

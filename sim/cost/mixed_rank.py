@@ -110,7 +110,15 @@ class MixedRanks:
         for w, t in _between(shape.tokens):
             parts.append((w, self._part(("tokens", t), partial(token_ops, pr, c, d, self.gpu, t))))
             parts.append(
-                (w, self._part(("elementwise", t, x), partial(elementwise_ops, pr, c, t, x)))
+                (
+                    w,
+                    self._part(
+                        ("elementwise", t, x),
+                        partial(
+                            elementwise_ops, pr, c, t, x, d.engine
+                        ),  # runs chunks: not all decode
+                    ),
+                )
             )
         chunk_work = shape.chunk_work
         parts += [

@@ -4,16 +4,37 @@
 scenarios that name no engine price exactly as before. What an engine changes:
 
 - **kernel launch in CUDA graphs.** All three engines replay decode steps from CUDA graphs
-  captured up to a batch size (`graph_max_batch`). Inside a graph a kernel costs the GPU-side
-  gap of a graph replay, measured on an H200 at 1.05 us per kernel (`h200-measured`'s launch
-  figure: chains of 1 to 33 in-place BF16 adds of 1 x 256, one CUDA graph per chain). The
-  roofline profiles' launch figure, 5.22 us, is instead the smallest time a DeepGEMM FP8 GEMM
-  spends beyond its work (its prologue, tail and eager launch); charged to every
-  roofline-priced kernel it made each TP8 decode step pay it for some 1,600 small kernels.
-  With an engine, roofline-priced kernels pay the measured replay gap instead. Outside graphs
-  (prefill, decode above the captured size) kernels launch eagerly; their CPU launch runs
-  ahead of the GPU and hides behind kernels longer than it (every prefill kernel of a
-  DeepSeek-class model is), so the same GPU-side gap is what a step waits for.
+  captured up to a batch size (`graph_max_batch`). Inside a graph a small kernel costs what
+  one of the engine's own memory-bound kernels measures at its smallest shapes: the replay
+  gap plus a few hundred bytes of work. aiconfigurator-core 0.12.0 times, on an H200 inside
+  CUDA graphs (its collector's `benchmark_with_power`), each engine's static FP8
+  quantisation of an [m, k] BF16 tensor (`quantize/<engine>/<version>/scale_matrix_perf`);
+  its median over m <= 16, k <= 2,048 (144 points, under 100 KB moved: the bytes take
+  under 0.03 us) is the figure: TensorRT-LLM's one kernel
+  (`static_quantize_e4m3_per_tensor`) 1.33 us, vLLM's one kernel (`scaled_fp8_quant`)
+  1.89 us, SGLang's collector's four torch kernels (divide, clamp, cast, copy) 7.74 us,
+  1.93 us each (no single SGLang kernel is timed there; vLLM's agrees). A trivial 1 x 256
+  add costs 1.05 us a kernel in a graph (`h200-measured`'s launch chain), the floor under
+  these. The roofline profiles' launch figure, 5.22 us, is instead the smallest time a
+  DeepGEMM FP8 GEMM spends beyond its work (its prologue, tail and eager launch); charged to
+  every roofline-priced kernel it made each TP8 decode step pay it for ~850 memory-bound
+  kernels. With an engine, roofline-priced kernels pay the engine's figure instead (the
+  memory-bound kernels of `sim.cost.elementwise` among them). Outside graphs (prefill,
+  decode above the captured size) kernels launch eagerly; their CPU launch runs ahead of the
+  GPU and hides behind kernels longer than it (every prefill kernel of a DeepSeek-class
+  model is), so the same GPU-side time is what a step waits for.
+- **shared experts on a second stream.** In a graph-replayed decode step SGLang and
+  TensorRT-LLM run a MoE layer's shared experts beside its router and routed experts, on two
+  CUDA streams: SGLang's `DeepseekV2MoE.forward` takes `forward_normal_dual_stream` (shared
+  experts on the current stream, gate, top-k and experts on `alt_stream`) in capture mode
+  without DeepEP, unless the shared expert is fused into the routed kernel as one more expert
+  (`python/sglang/srt/models/deepseek_v2.py`); TensorRT-LLM's `Deepseekv3MoE.forward` runs
+  `_compute_routed_output` and `_compute_shared_output` through `maybe_execute_in_parallel`
+  on its `MoeShared` aux stream (`tensorrt_llm/_torch/models/modeling_deepseekv3.py`). The
+  shorter side is hidden (`stream_overlap_s`): the shared expert's GEMMs read a few MB a layer
+  at 4-64 tokens, far from what the routed side leaves of HBM bandwidth, so the two share it
+  without slowing each other measurably at these sizes (no measurement of the pair running
+  together is bundled: that is the assumption). vLLM is not read here: no overlap.
 - **scheduler CPU time.** Each engine runs its scheduler (batch building, KV allocation, output
   processing) on the CPU while the GPU runs the previous step: SGLang's overlap scheduler
   (default since v0.4), vLLM's async scheduling (default since v0.14.0), TensorRT-LLM's overlap
@@ -24,15 +45,31 @@ docs/serving-overheads.md gives the sources and what is left out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sim.cost.rate import OpTime
 from sim.specs.deployment import Deployment
 
-GRAPH_REPLAY_LAUNCH_US = 1.05  # h200-measured: (45.63 - 12.02) us / (33 - 1) kernels
-GRAPH_REPLAY_SOURCE = (
-    "measured on an H200: CUDA-graph replay of chains of 1-33 tiny kernels, (45.63 - 12.02) us "
-    "/ 32 kernels (h200-measured's launch figure)"
-)
+# aiconfigurator-core 0.12.0, systems/data/h200_sxm/quantize/<engine>/<version>/
+# scale_matrix_perf.parquet: median latency over m <= 16, k <= 2048 (tests/cost/test_overheads.py
+# re-derives each figure from the installed package)
+SMALL_KERNEL_TABLE = "aiconfigurator-core 0.12.0 h200_sxm quantize/{}/scale_matrix_perf"
+SMALL_KERNEL_US = {
+    "trtllm": 1.326,  # 1.3.0rc20: one kernel, tensorrt_llm static_quantize_e4m3_per_tensor
+    "vllm": 1.893,  # 0.24.0: one kernel, vllm _custom_ops.scaled_fp8_quant (static scale)
+    "sglang": 7.737 / 4,  # 0.5.14: four torch kernels per call (x / scale, clamp, to fp8, copy_)
+}
+SMALL_KERNEL_SOURCE = {
+    "trtllm": "TensorRT-LLM 1.3.0rc20 static_quantize_e4m3_per_tensor on an H200 in a CUDA "
+    "graph, median over m <= 16, k <= 2048 (" + SMALL_KERNEL_TABLE.format("trtllm/1.3.0rc20") + ")",
+    "vllm": "vLLM 0.24.0 scaled_fp8_quant (static) on an H200 in a CUDA graph, median over "
+    "m <= 16, k <= 2048 (" + SMALL_KERNEL_TABLE.format("vllm/0.24.0") + ")",
+    "sglang": "SGLang 0.5.14 collector's static FP8 quant, four torch kernels, on an H200 in a "
+    "CUDA graph: median 7.737 us over m <= 16, k <= 2048, / 4 kernels ("
+    + SMALL_KERNEL_TABLE.format("sglang/0.5.14")
+    + "; vLLM's one kernel measures 1.89 us)",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,12 +86,17 @@ class EngineOverheads:
 
     engine: str
     graph_max_batch: Figure  # decode requests per rank replayed from a CUDA graph
-    graph_launch_us: Figure  # GPU-side time per kernel of a graph replay
+    graph_launch_us: Figure  # GPU time of one of the engine's smallest kernels in a graph replay
     scheduler_overlapped: Figure  # 1.0: the scheduler's CPU time hides behind the GPU
+    shared_experts_stream: Figure  # 1.0: graph decode runs the shared experts on a 2nd stream
 
     def launch_overhead_s(self) -> float:
         """Fixed cost per roofline-priced kernel in this engine's steps."""
         return self.graph_launch_us.value * 1e-6
+
+
+def _small_kernel(engine: str) -> Figure:
+    return Figure(value=SMALL_KERNEL_US[engine], source=SMALL_KERNEL_SOURCE[engine])
 
 
 def _sglang(d: Deployment) -> EngineOverheads:
@@ -66,7 +108,12 @@ def _sglang(d: Deployment) -> EngineOverheads:
             source="sglang python/sglang/srt/server_args.py: cuda_graph_max_bs defaults to 512 "
             "at tp >= 4 (256 below) on GPUs of 80-160 GB (H100, H200)",
         ),
-        graph_launch_us=Figure(value=GRAPH_REPLAY_LAUNCH_US, source=GRAPH_REPLAY_SOURCE),
+        graph_launch_us=_small_kernel("sglang"),
+        shared_experts_stream=Figure(
+            value=1.0 if d.ep == 1 else 0.0,  # DeepEP's path runs them in line
+            source="sglang python/sglang/srt/models/deepseek_v2.py: DeepseekV2MoE.forward -> "
+            "forward_normal_dual_stream in CUDA-graph capture without DeepEP",
+        ),
         scheduler_overlapped=Figure(
             value=1.0,
             source="SGLang's overlap (zero-overhead) batch scheduler, default since v0.4: "
@@ -82,7 +129,8 @@ def _vllm(d: Deployment) -> EngineOverheads:
             value=min(2 * d.max_running_requests, 512),
             source="vllm config: max_cudagraph_capture_size defaults to min(2 x max_num_seqs, 512)",
         ),
-        graph_launch_us=Figure(value=GRAPH_REPLAY_LAUNCH_US, source=GRAPH_REPLAY_SOURCE),
+        graph_launch_us=_small_kernel("vllm"),
+        shared_experts_stream=Figure(value=0.0, source="vLLM's DeepSeek code not read here"),
         scheduler_overlapped=Figure(
             value=1.0,
             source="vLLM v0.14.0 release notes: async scheduling enabled by default (#27614), "
@@ -100,7 +148,12 @@ def _trtllm(d: Deployment) -> EngineOverheads:
             "max_batch_size when cuda_graph_config is given (assumed: the deployment's "
             "max_running_requests)",
         ),
-        graph_launch_us=Figure(value=GRAPH_REPLAY_LAUNCH_US, source=GRAPH_REPLAY_SOURCE),
+        graph_launch_us=_small_kernel("trtllm"),
+        shared_experts_stream=Figure(
+            value=1.0,
+            source="tensorrt_llm/_torch/models/modeling_deepseekv3.py: Deepseekv3MoE.forward "
+            "runs routed and shared experts via maybe_execute_in_parallel (MoeShared aux stream)",
+        ),
         scheduler_overlapped=Figure(
             value=1.0,
             source="TensorRT-LLM docs, Overlap Scheduler (enabled by default): "
@@ -121,3 +174,21 @@ def engine_overheads(d: Deployment) -> EngineOverheads | None:
             f"engine={d.engine!r} has no overheads here; known engines: {', '.join(ENGINES)}"
         )
     return ENGINES[d.engine](d)
+
+
+# the MoE layer's routed side: router, experts, their kernels and (EP) exchange
+ROUTED_SIDE = ("moe_gate", "moe_routed", "moe_elementwise", "ep_dispatch", "ep_combine")
+
+
+def stream_overlap_s(
+    overheads: EngineOverheads | None, ops: Mapping[str, OpTime], graph_decode: bool
+) -> float:
+    """Seconds of a step hidden by the shared experts running beside the routed side on a
+    second stream (module docstring): the shorter of the two, in a graph-replayed decode."""
+    if overheads is None or not graph_decode or not overheads.shared_experts_stream.value:
+        return 0.0
+    shared = ops.get("moe_shared")
+    if shared is None:
+        return 0.0
+    routed = sum(ops[name].seconds for name in ROUTED_SIDE if name in ops)
+    return min(shared.seconds, routed)

@@ -53,7 +53,7 @@ def rank_ops(
     own_head = d.lm_head == "rank"  # else unit-wide (`unit_head_ops`)
     if own_head:
         ops["lm_head"] = head(pr, c, float(s.q[s.is_decode].sum() + s.sampling_prefills))
-    ops["elementwise"] = rank_elementwise(pr, c, s)
+    ops["elementwise"] = rank_elementwise(pr, c, s, d.engine)
     if c.tp > 1:
         allreduce = tp_allreduce(pr, m, d, gpu, s.tokens)
         ops["tp_allreduce"] = scale(allreduce, m.num_layers)
@@ -105,10 +105,20 @@ def token_ops(pr: Pricer, c: RankContext, d: Deployment, gpu: GpuSpec, tokens: f
     return ops
 
 
-def elementwise_ops(pr: Pricer, c: RankContext, tokens: float, expanded: float) -> Ops:
-    """The rank's memory-bound kernels: set by its tokens and the cached tokens its expand-path
-    chunks up-project (`expanded`), which is all `rank_elementwise` reads of its segments."""
-    return {"elementwise": rank_elementwise(pr, c, _token_segment(tokens, expanded))}
+def elementwise_ops(
+    pr: Pricer,
+    c: RankContext,
+    tokens: float,
+    expanded: float,
+    engine: str | None,
+    all_decode: bool = False,
+) -> Ops:
+    """The rank's memory-bound kernels: set by its tokens, the cached tokens its expand-path
+    chunks up-project (`expanded`) and whether it runs decodes only (an engine's fusions of
+    graph-replayed decode), which is all `rank_elementwise` reads of its segments."""
+    one = _token_segment(tokens, expanded)
+    one = RankSegments(q=one.q, k=one.k, is_decode=np.array([all_decode]), path=one.path)
+    return {"elementwise": rank_elementwise(pr, c, one, engine)}
 
 
 def head_ops(pr: Pricer, c: RankContext, d: Deployment, rows: float) -> Ops:
@@ -194,7 +204,7 @@ def rank_parts(pr: Pricer, c: RankContext, d: Deployment, gpu: GpuSpec, s: RankS
     expanded_tokens = float(np.sum(s.k[expand]))
     return merge(
         token_ops(pr, c, d, gpu, s.tokens),
-        elementwise_ops(pr, c, s.tokens, expanded_tokens),
+        elementwise_ops(pr, c, s.tokens, expanded_tokens, d.engine, bool(dec.all())),
         head_ops(pr, c, d, rows),
         decode_ops(pr, c, d, decode),
         chunk_ops(pr, c, d, chunks),

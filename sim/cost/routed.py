@@ -55,6 +55,13 @@ def experts_touched(local: int, pairs: float) -> float:
     return local * (1.0 - (1.0 - 1.0 / local) ** pairs)
 
 
+def prices_fused(pr: Pricer, d: Deployment) -> bool:
+    """Whether the routed experts are priced from a measured fused-MoE table (whose latency holds
+    the whole MoE kernel: its GEMMs and the activation and quant between them)."""
+    fused = compute_dtype(d.weight_dtype) == d.weight_dtype  # FP4 weights: no fused table
+    return fused and pr.has_table("moe") and d.eplb_redundant_experts == 0
+
+
 def routed_gemms(
     pr: Pricer, model: ModelSpec, d: Deployment, unit_tokens: float, decode_only: bool
 ) -> OpTime:
@@ -65,8 +72,7 @@ def routed_gemms(
     the SiLU-and-mul), BF16 with BF16 weights."""
     if unit_tokens <= 0:
         return ZERO
-    fused = compute_dtype(d.weight_dtype) == d.weight_dtype  # FP4 weights: no fused table
-    if fused and pr.has_table("moe") and d.eplb_redundant_experts == 0:
+    if prices_fused(pr, d):
         return fused_moe(pr, model, d, unit_tokens)
     moe = model.moe
     busiest = busiest_tokens(model, d, unit_tokens)

@@ -26,7 +26,7 @@ from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
 from sim.cost.mixed_rank import MixedRanks, MixedWork
 from sim.cost.mixed_shape import MixedShape, mixed_shapes
-from sim.cost.overheads import engine_overheads
+from sim.cost.overheads import engine_overheads, stream_overlap_s
 from sim.cost.overlap import MicroBatch, comm_time, moe_layers_s, overlapped_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_shape import RankShape, decode_shapes, rank_shape, shape_segments
@@ -193,6 +193,11 @@ class ServingCostModel:
             args = (batch, n_r, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops)
             saved = self._overlap_saving(*args)
             duration -= saved
+        elif not self.deployment.two_batch_overlap and self.overheads is not None:
+            # a graph-replayed decode runs the shared experts on a second stream
+            graph = not mixed.any() and int(n_r.max()) <= self.overheads.graph_max_batch.value
+            hidden = stream_overlap_s(self.overheads, ops, graph)
+            saved, duration = saved + hidden, duration - hidden
         return StepCost(duration_s=duration, rank_own_s=rank_s, ops=ops, overlap_saved_s=saved)
 
     def _rank_shapes(

@@ -44,6 +44,8 @@ def segments(rng: np.random.Generator, model: ServingCostModel) -> RankSegments:
             "h200-sglang",
         ),
         ("deepseek-v3", Deployment(name="tp8", attn_tp=8), "h200-measured"),
+        ("deepseek-v3", Deployment(name="tp8_sglang", attn_tp=8, engine="sglang"), "h200-sglang"),
+        ("deepseek-v3", Deployment(name="tp8_trtllm", attn_tp=8, engine="trtllm"), "h200-trtllm"),
         (
             "deepseek-v3",
             Deployment(
