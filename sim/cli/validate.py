@@ -69,8 +69,8 @@ def validate(
         int,
         typer.Option(
             min=1,
-            help="Measured requests per user (aiconfigurator's runner: 10; "
-            "at most 3 for answers past 2,048 tokens).",
+            help="Measured requests per user, answers of every length "
+            "(aiconfigurator's runner: 10).",
         ),
     ] = AIPERF_COUNTS.measured_per_user,
 ) -> None:

@@ -25,11 +25,12 @@ def test_counts_scale_with_the_rows_concurrency(row_csv) -> None:
     assert (w.warmup_requests, w.num_prompts, w.max_concurrency) == (24, 56, 8)
 
 
-def test_long_answers_run_fewer_measured_requests(row_csv) -> None:
-    short = _mapped(row_csv, BenchCounts(), osl=2048).scenario.workload
-    long = _mapped(row_csv, BenchCounts(), osl=2049).scenario.workload
-    assert (short.num_prompts, long.num_prompts) == (80, 24)
-    assert BenchCounts(0, 2).measured_for(8192) == 2  # never more than asked for
+def test_long_answers_run_as_measured_unless_capped(row_csv) -> None:
+    for counts, want in ((BenchCounts(), (80, 80)), (BenchCounts(long_per_user=3), (80, 24))):
+        short = _mapped(row_csv, counts, osl=2048).scenario.workload
+        long = _mapped(row_csv, counts, osl=2049).scenario.workload
+        assert (short.num_prompts, long.num_prompts) == want
+    assert BenchCounts(0, 2, 3).measured_for(8192) == 2  # never more than asked for
 
 
 def test_counts_must_be_meaningful() -> None:
