@@ -160,7 +160,12 @@ def _unit(pool: Pool, where: str, common: dict[str, Any], name: str) -> Deployme
 
 
 def _deployment(row: MeasuredRow, weights: str) -> Deployment | PdDeployment:
-    common: dict[str, Any] = dict(engine=row.backend, weight_dtype=weights, kv_dtype="bf16")
+    # KV in FP8 for FP8 checkpoints, as aiconfigurator-core configures the runs it models:
+    # `_infer_quant_modes_from_raw_config` (sdk/models/helpers.py) sets the KV cache (and FMHA)
+    # quant mode to FP8 for fp8 / fp8_block checkpoints, and its generator passes kv_cache_dtype
+    # on as SGLang's --kv-cache-dtype and TensorRT-LLM's kv_cache_config.dtype
+    kv = "fp8" if weights == "fp8" else "bf16"
+    common: dict[str, Any] = dict(engine=row.backend, weight_dtype=weights, kv_dtype=kv)
     if row.backend == "vllm":
         common["mla_policy"] = "vllm"
     if row.mode == "agg":

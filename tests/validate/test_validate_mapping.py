@@ -18,7 +18,7 @@ def test_r1_agg_tp8_ep8_is_deepseek_v3_on_one_h200_node(row_csv) -> None:
     assert isinstance(d, Deployment)
     assert (sc.model, sc.gpu, m.gpus, m.profile) == ("deepseek-v3", "h200", 8, "h200-trtllm")
     assert (d.engine, d.attn_tp, d.attn_dp, d.ep, d.moe_tp) == ("trtllm", 8, 1, 8, 1)
-    assert (d.weight_dtype, d.max_running_requests) == ("fp8", 8)
+    assert (d.weight_dtype, d.kv_dtype, d.max_running_requests) == ("fp8", "fp8", 8)
     w = sc.workload  # aiconfigurator's runner: 10N measured, N in flight (warm-up: a no-op)
     assert w.kind == "benchmark"
     assert (w.max_concurrency, w.warmup_requests, w.num_prompts) == (8, 0, 80)
