@@ -119,8 +119,8 @@ class CalibratedCost:
 
     def __init__(self, profile: Profile, gpu: GpuSpec, profile_gpu: GpuSpec | None = None) -> None:
         """`gpu` is the GPU simulated. A profile measured on another GPU is run by passing that
-        one as `profile_gpu`: its tables' r(c) are then that GPU's, and every table estimate
-        is marked extrapolated."""
+        one as `profile_gpu`: its compute tables are then carried to `gpu` (`_carried`), and
+        every table estimate is marked extrapolated."""
         self.profile, self.gpu = profile, gpu
         measured_on = profile_gpu or gpu
         self._borrowed = "" if measured_on.name == gpu.name else measured_on.name
@@ -185,7 +185,8 @@ class CalibratedCost:
     def _table_rate(
         self, op: str, attrs: Mapping[str, object], dtype: str, query_s: tuple[float, float]
     ) -> Rate:
-        """The rule of the module docstring; `roofline_q`: r(q) without its launch."""
+        """The rule of the module docstring; `query_s`: q's compute and memory (link) seconds at
+        the profile's efficiencies on the GPU (link) that runs it."""
         names = sorted({k for g in self._grids[op] for k in g.table.key})
         cache_key = (op, dtype, *(attrs[n] for n in names))
         if cache_key not in self._choice:
@@ -312,8 +313,8 @@ class CalibratedCost:
 
 
 def _with_detail(rate: Rate, compute_s: float, memory_s: float) -> OpTime:
-    t = rate.time(compute_s, memory_s) if max(compute_s, memory_s) > 0 else None
-    seconds = t.seconds if t else 0.0
+    """`rate` applied to the work, with how it was read (no work costs nothing)."""
+    seconds = rate.time(compute_s, memory_s).seconds if max(compute_s, memory_s) > 0 else 0.0
     return OpTime(
         seconds=seconds, source=rate.source, extrapolated=rate.extrapolated, detail=rate.detail
     )
