@@ -147,19 +147,10 @@ class CalibratedCost:
         if op in COMM_OPS:
             raise ValueError(f"{op} is a communication op: use link_rate()")
         query = _op(op, attrs)
-        if op not in self._grids:
-            r = self.profile.roofline
-            e_c, e_m = r.compute_efficiency(op).value, r.memory_bandwidth_efficiency.value
-            detail = f"{op}: no table; roofline at compute eff {e_c:.3g}, memory eff {e_m:.3g}"
-            return Rate(
-                compute_s_per_s=1 / e_c,
-                memory_s_per_s=1 / e_m,
-                fixed_s=self._launch_s,
-                source="roofline",
-                detail=detail,
-            )
-        flops, bytes_ = query.work(self._mla, elem_bytes(dtype))
         e_c, e_m = self._typical(op)
+        if op not in self._grids:
+            return self._roofline(op, e_c, e_m)
+        flops, bytes_ = query.work(self._mla, elem_bytes(dtype))
         peak = self.gpu.peak_flops_per_s(dtype) * e_c
         bandwidth = self.gpu.hbm_bytes_per_s * e_m
         return self._table_rate(op, attrs, dtype, (flops / peak, bytes_ / bandwidth))
@@ -170,17 +161,21 @@ class CalibratedCost:
             check_op(op)
             raise ValueError(f"{op} is not a communication op: use rate()")
         query = _op(op, attrs)
+        eff = self._typical(op)[1]
         if op not in self._grids:
-            eff = self.profile.roofline.comm_link_efficiency.value
-            return Rate(
-                compute_s_per_s=0.0,
-                memory_s_per_s=1 / eff,
-                fixed_s=self._launch_s,
-                source="roofline",
-                detail=f"{op}: no table; link roofline at eff {eff:.3g}",
-            )
-        link_s = query.work(None, 1.0)[1] / (link_bytes_per_s * self._typical(op)[1])
+            return self._roofline(op, math.inf, eff)
+        link_s = query.work(None, 1.0)[1] / (link_bytes_per_s * eff)
         return self._table_rate(op, attrs, "bf16", (0.0, link_s))
+
+    def _roofline(self, op: str, compute_eff: float, memory_eff: float) -> Rate:
+        """No table: the profile's roofline factors and its launch overhead."""
+        return Rate(
+            compute_s_per_s=1 / compute_eff,
+            memory_s_per_s=1 / memory_eff,
+            fixed_s=self._launch_s,
+            source="roofline",
+            detail=f"{op}: no table; roofline at efficiencies {compute_eff:.3g}, {memory_eff:.3g}",
+        )
 
     def _table_rate(
         self, op: str, attrs: Mapping[str, object], dtype: str, query_s: tuple[float, float]
