@@ -78,7 +78,7 @@ def _resolve(name_or_path: str | Path, folder: str, suffix: str, known: list[str
     path = Path(name_or_path)
     if path.suffix and _exists(path):
         return path
-    if folder == "models" and _exists(path, folder=True):  # a HuggingFace model folder: its config.json
+    if folder == "models" and _exists(path, folder=True):  # a HuggingFace model folder
         if (path / "config.json").is_file():
             return path / "config.json"
         raise CatalogError(

@@ -1,198 +1,269 @@
-"""Per-op latency from a calibration profile: interpolate measured latency, carry its work part.
+"""An op's `Rate` from a calibration profile's tables: exact at grid points, one rule elsewhere.
 
-A table is read as t = t_fixed + work / eff. A query on the table's own op, inside its grid, on a
-GPU (or link) of the table's speeds, takes the table's latency there (log-latency multilinear
-in log(axis), so grid points come back exactly and latency rises along an axis wherever the
-table's points do); its work part is only split by resource for the Pricer's probes
-(`_carried`). Every other query is extrapolation (marked so): outside the grid, with another key
-or dtype (nearest numeric key, log distance), or on a GPU or link of other speeds (a profile
-measured on another GPU). t_fixed is held in seconds (launch and synchronisation do not follow
-the roofline: FlashMLA's smallest point is 20.9 us on H800, 25.1 us on H20 with 6.7x less BF16
-compute), and each grid point's work is carried to the query op at the point's coordinates,
-resource by resource, costs the slower one, takes smaller ops below it as a floor, and the
-points are blended as inside the grid (`_blend_carried`). The resource limiting a point keeps
-its efficiency; the other gets the better of that and the profile's typical one. An op without
-any table falls back to the profile's roofline factors ("roofline").
-
-t_fixed, one number per table, is defined in `sim.cost.table_grid`.
-
-Pure and fast: tables are turned into flat arrays once (`table_grid`), table choice is cached
-per key.
+The rule (`docs/cost-model.md` states it and what it was measured against): a query op q is
+priced at c, the point of the nearest table (numeric key attributes by log distance; a differing
+text attribute or dtype is `MISMATCH` away) where q's axis values are clamped to its grid; the
+table's latency t(c) is multilinear in log-latency over log-axes. Roofline seconds r of each
+resource (compute, memory or link traffic) are taken at the profile's typical efficiencies for
+the op. The table's fixed part F (`_fixed_s`) is kept whatever the work; of its work part
+W = t(c) - F, the resource that limits c runs at the efficiency W implies there and the other
+is credited its typical one, bounded as `_credit` says so that the credit moves continuously
+where c's limit changes. q costs F plus the slower of its own resources at those efficiencies:
+a `Rate`, read directly. A profile measured on another GPU is first carried to this one point by
+point by the same rule and made non-decreasing along each axis (`_carried`). An op without any
+table is priced at the profile's roofline factors ("roofline").
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
-from sim.cost.op_work import op_work
-from sim.cost.rate import OpTime
-from sim.cost.table_grid import (
-    MISMATCH,
-    Grid,
-    Lookup,
-    build_grid,
-    interpolate,
-    is_number,
-    roofline_s,
-)
+import numpy as np
+
+from sim.cost.op_work import OP_TYPES
+from sim.cost.ops import Op, elem_bytes
+from sim.cost.rate import OpTime, Rate
 from sim.specs.gpu import GpuSpec
-from sim.specs.model import ModelSpec
-from sim.specs.profile import (
-    COMM_OPS,
-    MLA_SHAPED_OPS,
-    OP_ATTRIBUTES,
-    Profile,
-    check_op,
-)
+from sim.specs.model import MlaSpec, ModelSpec
+from sim.specs.profile import COMM_OPS, MLA_SHAPED_OPS, OP_ATTRIBUTES, OpTable, Profile, check_op
 
-Resources = tuple[float, float]  # roofline seconds of compute and of memory (link) traffic
+MISMATCH = 10.0  # key distance of a differing text attribute or dtype (~ a 22000x numeric gap)
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def _key_distance(a: object, b: object) -> float:
     """0 for equal values, log distance for non-negative numbers, MISMATCH otherwise."""
-    if is_number(a) and is_number(b) and float(a) >= 0 and float(b) >= 0:  # type: ignore[arg-type]
+    if _number(a) and _number(b) and float(a) >= 0 and float(b) >= 0:  # type: ignore[arg-type]
         return abs(math.log1p(float(a)) - math.log1p(float(b)))  # type: ignore[arg-type]
     return 0.0 if a == b else MISMATCH
 
 
-class CalibratedCost:
-    """Latency of one op from a profile on a given GPU.
+@dataclass(frozen=True)
+class Grid:
+    """One table as flat arrays: log axis values, strides and log latency per grid point."""
 
-    Construction precomputes every table; `estimate` and `link_seconds` change only a private
-    cache of table choices and are safe to call in any order.
-    """
+    table: OpTable
+    log_axes: tuple[tuple[float, ...], ...]
+    strides: tuple[int, ...]
+    log_latency: tuple[float, ...]
+    peak: float  # FLOP/s at the table's dtype on the GPU it was measured on
+    bandwidth: float  # HBM (comm ops: the table's link) bytes/s there
+    fixed_s: float  # seconds per call whatever the work (`CalibratedCost._fixed_s`)
+
+    @classmethod
+    def of(cls, table: OpTable, gpu: GpuSpec) -> Grid:
+        names = list(table.axes)
+        sizes = [len(table.axes[a]) for a in names]
+        strides = [math.prod(sizes[i + 1 :]) for i in range(len(names))]
+        index = [{v: j for j, v in enumerate(table.axes[a])} for a in names]
+        log_latency = [0.0] * math.prod(sizes)
+        for p in table.points:
+            flat = sum(index[i][p.at[a]] * strides[i] for i, a in enumerate(names))
+            log_latency[flat] = math.log(p.latency_us_p50 * 1e-6)
+        log_axes = tuple(tuple(math.log(v) for v in table.axes[a]) for a in names)
+        bandwidth = table.link_bytes_per_s or gpu.hbm_bytes_per_s
+        peak = gpu.peak_flops_per_s(table.dtype)
+        return cls(table, log_axes, tuple(strides), tuple(log_latency), peak, bandwidth, 0.0)
+
+    def clamp(self, attrs: Mapping[str, object]) -> tuple[dict[str, float], float]:
+        """The query's axis values moved onto the grid, and how far (log units; MISMATCH for a
+        value <= 0, off any log grid)."""
+        at, far = {}, 0.0
+        for name, values in self.table.axes.items():
+            value = attrs[name]
+            if not _number(value):
+                raise ValueError(f"axis {name!r} needs a number, got {value!r}")
+            x = float(value)  # type: ignore[arg-type]
+            if x <= 0:
+                at[name], far = values[0], far + MISMATCH
+                continue
+            at[name] = min(max(x, values[0]), values[-1])
+            far += abs(math.log(x) - math.log(at[name]))
+        return at, far
+
+    def latency_s(self, at: Mapping[str, float]) -> float:
+        """Latency at on-grid coordinates: multilinear in log-latency over log-axes."""
+        corners: list[tuple[int, float]] = [(0, 1.0)]
+        for name, axis, stride in zip(self.table.axes, self.log_axes, self.strides, strict=True):
+            if len(axis) == 1:
+                continue
+            x = math.log(at[name])
+            j = min(max(bisect_right(axis, x) - 1, 0), len(axis) - 2)
+            w = min(max((x - axis[j]) / (axis[j + 1] - axis[j]), 0.0), 1.0)
+            corners = [
+                (i + (j + d) * stride, cw * (w if d else 1.0 - w))
+                for i, cw in corners
+                for d in (0, 1)
+            ]
+        return math.exp(sum(self.log_latency[i] * w for i, w in corners if w))
+
+    def node(self, flat: int) -> dict[str, float]:
+        """Coordinates of grid point `flat` (an index into `log_latency`)."""
+        axes = self.table.axes
+        return {
+            a: axes[a][(flat // stride) % len(axes[a])]
+            for a, stride in zip(axes, self.strides, strict=True)
+        }
+
+
+class CalibratedCost:
+    """Rates of ops from a profile on a given GPU. Construction precomputes every table;
+    `rate` and `link_rate` only fill a private cache of table choices, so the order of calls
+    does not matter."""
 
     def __init__(self, profile: Profile, gpu: GpuSpec, profile_gpu: GpuSpec | None = None) -> None:
-        """`gpu` is the GPU simulated. To run a profile measured on another GPU, pass that one as
-        `profile_gpu`: the work part of each table latency is then carried to `gpu`'s roofline
-        at the table's efficiencies, the fixed part is kept, and every table estimate is marked
-        extrapolated. Without it the tables are taken to be `gpu`'s own.
-
-        Raises ValueError if a table's op cannot be given its work (`sim.cost.op_work`)."""
-        self.profile = profile
-        self.gpu = gpu
+        """`gpu` is the GPU simulated. A profile measured on another GPU is run by passing that
+        one as `profile_gpu`: its compute tables are then carried to `gpu` (`_carried`), and
+        every table estimate is marked extrapolated."""
+        self.profile, self.gpu = profile, gpu
         measured_on = profile_gpu or gpu
-        self._transfer = "" if measured_on.name == gpu.name else measured_on.name
-        shape = profile.model_shape.mla_spec() if profile.model_shape else None
+        self._borrowed = "" if measured_on.name == gpu.name else measured_on.name
+        shape = profile.model_shape
+        self._mla: MlaSpec | None = shape.mla_spec() if shape else None
+        self._launch_s = profile.roofline.launch_overhead_us.value * 1e-6
         self._grids: dict[str, list[Grid]] = {}
         for table in profile.tables:
-            grid = build_grid(table, measured_on, shape, profile.roofline)
+            grid = Grid.of(table, measured_on)
+            grid = replace(grid, fixed_s=self._fixed_s(grid))
+            if self._borrowed and table.op not in COMM_OPS:
+                grid = self._carried(grid)
             self._grids.setdefault(table.op, []).append(grid)
-        self._key_names = {
-            op: tuple(sorted({k for g in grids for k in g.table.key}))
-            for op, grids in self._grids.items()
-        }
         self._choice: dict[tuple[object, ...], tuple[list[Grid], float]] = {}
 
     def has_table(self, op: str) -> bool:
         """Whether the profile holds a table for `op` (else the roofline prices it)."""
         return op in self._grids
 
-    def estimate(
-        self,
-        op: str,
-        *,
-        key: Mapping[str, object],
-        point: Mapping[str, float],
-        flops: float,
-        bytes_: float,
-        dtype: str = "bf16",
-    ) -> OpTime:
-        """Seconds of a compute op. `key` and `point` together give every attribute of the op.
+    def rate(self, op: str, attrs: Mapping[str, object], dtype: str = "bf16") -> Rate:
+        """The rate of a compute op at `attrs` (every attribute of `OP_ATTRIBUTES[op]`).
 
-        Raises ValueError for a comm op (use `link_seconds`), an unknown op or a wrong attribute.
-        """
+        Raises ValueError for a comm op (use `link_rate`), an unknown op or a wrong attribute."""
         if op in COMM_OPS:
-            raise ValueError(f"{op} is a communication op: use link_seconds()")
-        attrs = _attributes(op, key, point)
-        peak, bandwidth = self.gpu.peak_flops_per_s(dtype), self.gpu.hbm_bytes_per_s
+            raise ValueError(f"{op} is a communication op: use link_rate()")
+        query = _op(op, attrs)
+        e_c, e_m = self._typical(op)
         if op not in self._grids:
-            r = self.profile.roofline
-            e_c = r.compute_efficiency(op)
-            seconds = roofline_s(
-                flops, bytes_, peak * e_c.value, bandwidth * r.memory_bandwidth_efficiency.value
-            )
-            if flops > 0 or bytes_ > 0:
-                seconds += r.launch_overhead_us.value * 1e-6
-            detail = f"{op}: no table; roofline at compute eff {e_c.value:.3g}"
-            return OpTime(seconds=seconds, source="roofline", extrapolated=False, detail=detail)
-        return self._from_table(op, attrs, (flops / peak, bytes_ / bandwidth), dtype, bandwidth)
+            return self._roofline(op, e_c, e_m)
+        flops, bytes_ = query.work(self._mla, elem_bytes(dtype))
+        peak = self.gpu.peak_flops_per_s(dtype) * e_c
+        bandwidth = self.gpu.hbm_bytes_per_s * e_m
+        return self._table_rate(op, attrs, dtype, (flops / peak, bytes_ / bandwidth))
 
-    def link_seconds(
-        self,
-        op: str,
-        *,
-        key: Mapping[str, object],
-        point: Mapping[str, float],
-        bytes_: float,
-        link_bytes_per_s: float,
-    ) -> OpTime:
-        """Seconds of a comm op moving `bytes_` (op_work convention) over a link of that speed."""
+    def link_rate(self, op: str, attrs: Mapping[str, object], link_bytes_per_s: float) -> Rate:
+        """The rate of a comm op at `attrs` over a link of that speed (memory: link traffic)."""
         if op not in COMM_OPS:
             check_op(op)
-            raise ValueError(f"{op} is not a communication op: use estimate()")
-        attrs = _attributes(op, key, point)
+            raise ValueError(f"{op} is not a communication op: use rate()")
+        query = _op(op, attrs)
+        eff = self._typical(op)[1]
         if op not in self._grids:
-            r = self.profile.roofline
-            seconds = bytes_ / (link_bytes_per_s * r.comm_link_efficiency.value)
-            seconds += r.launch_overhead_us.value * 1e-6 if bytes_ > 0 else 0.0
-            detail = f"{op}: no table; link roofline at eff {r.comm_link_efficiency.value:.3g}"
-            return OpTime(seconds=seconds, source="roofline", extrapolated=False, detail=detail)
-        query = (0.0, bytes_ / link_bytes_per_s)
-        return self._from_table(op, attrs, query, "bf16", link_bytes_per_s)
+            return self._roofline(op, math.inf, eff)
+        link_s = query.work(None, 1.0)[1] / (link_bytes_per_s * eff)
+        return self._table_rate(op, attrs, "bf16", (0.0, link_s))
 
-    def _from_table(
-        self,
-        op: str,
-        attrs: Mapping[str, object],
-        query: Resources,
-        dtype: str,
-        bandwidth: float,
-    ) -> OpTime:
-        """`query`: the op's roofline seconds of compute and of memory (link) traffic on this
-        GPU; `bandwidth`: this GPU's HBM (comm ops: the link's) bytes/s."""
-        names = self._key_names[op]
+    def _roofline(self, op: str, compute_eff: float, memory_eff: float) -> Rate:
+        """No table: the profile's roofline factors and its launch overhead."""
+        return Rate(
+            compute_s_per_s=1 / compute_eff,
+            memory_s_per_s=1 / memory_eff,
+            fixed_s=self._launch_s,
+            source="roofline",
+            detail=f"{op}: no table; roofline at efficiencies {compute_eff:.3g}, {memory_eff:.3g}",
+        )
+
+    def _table_rate(
+        self, op: str, attrs: Mapping[str, object], dtype: str, query_s: tuple[float, float]
+    ) -> Rate:
+        """The rule of the module docstring; `query_s`: q's compute and memory (link) seconds at
+        the profile's efficiencies on the GPU (link) that runs it."""
+        names = sorted({k for g in self._grids[op] for k in g.table.key})
         cache_key = (op, dtype, *(attrs[n] for n in names))
         if cache_key not in self._choice:
             self._choice[cache_key] = self._nearest(op, attrs, dtype)
-        grids, key_dist = self._choice[cache_key]
-        best, look = grids[0], None
-        for grid in grids:
-            found = interpolate(grid, attrs)
-            if (
-                look is None
-                or found.clamp < look.clamp
-                or (found.clamp == look.clamp and grid.size > best.size)
-            ):
-                best, look = grid, found
-        assert look is not None
-        fixed = best.fixed_s
-        speeds = (self.gpu.peak_flops_per_s(best.table.dtype), bandwidth)
-        as_measured = key_dist == 0 and not look.outside and speeds == (best.peak, best.bandwidth)
-        if as_measured:  # the table's own op: only split by resource (the Pricer's probes)
-            held = best.resource_s(look.at)
-            work = max(_carried(math.exp(look.log_t) - fixed, held, query, best.typical_eff))
-        else:
-            query_at = _query_work(
-                best, attrs, query, dtype, self.gpu.peak_flops_per_s(dtype), bandwidth
+        grids, key_distance = self._choice[cache_key]
+        # a staircase of grids at one key: the one the query lies nearest (then the larger)
+        grid = min(grids, key=lambda g: (g.clamp(attrs)[1], -len(g.table.points)))
+        at, far = grid.clamp(attrs)
+        table = grid.table
+        e_c, e_m = self._typical(op)
+        held = self._resources(grid, at, attrs)
+        t_c = grid.latency_s(at)
+        fixed = grid.fixed_s
+        k_c, k_m = _credit(t_c - fixed, held)
+        # the table's own op on its own GPU (or link): q's resources are c's, its latency back
+        as_measured = key_distance == 0 and far == 0 and query_s == held
+        how = "at its grid" if far == 0 else "clamped to its grid"
+        how += "" if key_distance == 0 else f", nearest key {table.key}"
+        how += f", efficiency from {self._borrowed}" if self._borrowed else ""
+        return Rate(
+            compute_s_per_s=k_c / e_c,
+            memory_s_per_s=k_m / e_m,
+            fixed_s=fixed if max(held) > 0 else t_c,
+            source=self.profile.kind,
+            extrapolated=not as_measured or bool(self._borrowed),
+            detail=f"{op}[{table.impl}] {how}; fixed {fixed * 1e6:.3g} us + work, "
+            f"{t_c * 1e6:.3g} us there; {table.source}",
+        )
+
+    def _resources(
+        self, grid: Grid, at: Mapping[str, float], attrs: Mapping[str, object]
+    ) -> tuple[float, float]:
+        """r of the table's op at on-grid `at` (the rest of its attributes from `attrs`) on the
+        GPU it was measured on, at the profile's efficiencies."""
+        table = grid.table
+        c = _op(table.op, {**attrs, **table.key, **at})
+        flops, bytes_ = c.work(self._mla, elem_bytes(table.dtype))
+        e_c, e_m = self._typical(table.op)
+        return flops / (grid.peak * e_c), bytes_ / (grid.bandwidth * e_m)
+
+    def _fixed_s(self, grid: Grid) -> float:
+        """The table's fixed part: at most what its lowest point spends beyond its r, and at
+        most the intercept at r = 0 of the line through that point and the next along each
+        axis whose r grows; at least one launch, at most the table's smallest latency."""
+        axes = grid.table.axes
+        low = {a: v[0] for a, v in axes.items()}
+        t0, r0 = math.exp(grid.log_latency[0]), max(self._resources(grid, low, {}))
+        fixed = t0 - r0
+        for (name, values), stride in zip(axes.items(), grid.strides, strict=True):
+            if len(values) > 1:
+                t1 = math.exp(grid.log_latency[stride])
+                r1 = max(self._resources(grid, {**low, name: values[1]}, {}))
+                if r1 > r0 * (1 + 1e-9):
+                    fixed = min(fixed, t0 - max(t1 - t0, 0.0) * r0 / (r1 - r0))
+        return min(max(fixed, self._launch_s), math.exp(min(grid.log_latency)))
+
+    def _carried(self, grid: Grid) -> Grid:
+        """The table carried to this GPU point by point: each point's work part scaled by its
+        r here over its r there, then made non-decreasing along every axis (a running
+        maximum), so that an op does not get cheaper as it grows where this GPU's ridge lies
+        elsewhere than the measured one's."""
+        here = replace(grid, peak=self.gpu.peak_flops_per_s(grid.table.dtype))
+        here = replace(here, bandwidth=self.gpu.hbm_bytes_per_s)
+        work = np.empty(len(grid.log_latency))
+        for flat in range(len(work)):
+            at = grid.node(flat)
+            k = _credit(
+                math.exp(grid.log_latency[flat]) - grid.fixed_s, self._resources(grid, at, {})
             )
-            work = _blend_carried(best, look, query_at)
-        # a profile from another GPU of the same speeds reads as measured but is still borrowed
-        extrapolated = not as_measured or bool(self._transfer)
-        seconds = fixed + work if max(query) > 0 else 0.0
-        eff = max(query) / work if work > 0 else math.inf
-        table = best.table
-        how = "inside grid" if look.clamp == 0 else "clamped to grid"
-        how += "" if key_dist == 0 else f", nearest key {table.key}"
-        how += f", efficiency from {self._transfer}" if self._transfer else ""
-        detail = (
-            f"{op}[{table.impl}] {how}; fixed {fixed * 1e6:.3g} us + work at eff {eff:.3g}; "
-            f"{table.source}"
-        )
-        return OpTime(
-            seconds=seconds, source=self.profile.kind, extrapolated=extrapolated, detail=detail
-        )
+            work[flat] = max(r * f for r, f in zip(self._resources(here, at, {}), k, strict=True))
+        shaped = work.reshape([len(v) for v in grid.table.axes.values()])
+        for axis in range(shaped.ndim):
+            shaped = np.maximum.accumulate(shaped, axis=axis)
+        carried = tuple(float(x) for x in np.log(grid.fixed_s + shaped.ravel()))
+        return replace(here, log_latency=carried)
+
+    def _typical(self, op: str) -> tuple[float, float]:
+        """The profile's compute and memory (comm ops: link) efficiencies for `op`."""
+        r = self.profile.roofline
+        if op in COMM_OPS:
+            return 1.0, r.comm_link_efficiency.value
+        return r.compute_efficiency(op).value, r.memory_bandwidth_efficiency.value
 
     def _nearest(
         self, op: str, attrs: Mapping[str, object], dtype: str
@@ -205,105 +276,65 @@ class CalibratedCost:
         best = min(d for d, _ in scored)
         return [g for d, g in scored if d == best], best
 
+    # -- one op at its own work: the tables' own convention (tests, tools) ----------------------
+    def estimate(
+        self,
+        op: str,
+        *,
+        key: Mapping[str, object],
+        point: Mapping[str, float],
+        flops: float,
+        bytes_: float,
+        dtype: str = "bf16",
+    ) -> OpTime:
+        """Seconds of a compute op doing `flops` and `bytes_` at the shape `key` and `point`
+        give together (each attribute once)."""
+        rate = self.rate(op, _attributes(op, key, point), dtype)
+        compute_s = flops / self.gpu.peak_flops_per_s(dtype)
+        return _with_detail(rate, compute_s, bytes_ / self.gpu.hbm_bytes_per_s)
 
-def _query_work(
-    grid: Grid,
-    attrs: Mapping[str, object],
-    query: Resources,
-    dtype: str,
-    peak: float,
-    bandwidth: float,
-) -> Callable[[Mapping[str, float]], Resources]:
-    """The query op's resources at other coordinates of the table's axes (its own key and
-    dtype, on this GPU), scaled as the caller scaled its work (the Pricer probes FLOPs and bytes
-    apart, and twice over)."""
-
-    def own(coords: Mapping[str, float]) -> Resources:
-        flops, bytes_ = op_work(
-            grid.table.op, {**attrs, **coords}, mla_spec=grid.mla_spec, dtype=dtype
-        )
-        return flops / peak, bytes_ / bandwidth
-
-    here = own({})
-    scale = tuple(q / h if h > 0 else 0.0 for q, h in zip(query, here, strict=True))
-    extra = tuple(q if h <= 0 else 0.0 for q, h in zip(query, here, strict=True))
-
-    def at(coords: Mapping[str, float]) -> Resources:
-        c, m = own(coords)
-        return c * scale[0] + extra[0], m * scale[1] + extra[1]
-
-    return at
-
-
-def _blend_carried(
-    grid: Grid, look: Lookup, query_at: Callable[[Mapping[str, float]], Resources]
-) -> float:
-    """Work seconds of the query op from the table's grid points around it, for a query the
-    table does not price as measured: outside the grid, with another key or dtype, or on a GPU
-    or link of other speeds.
-
-    Each blended point is carried (`_carried`) to the query op at the point's coordinates (the
-    query's own values on the axes where it lies outside the grid) and costs its slower
-    resource. A point also costs at least what any point at or below it, from which the table
-    rises, costs when carried to the query op at its own coordinates: a smaller op, so a floor.
-    Where the limiting resource changes between two points the efficiency credited to the
-    other one may jump, and without the floor a query limited by that other resource could cost
-    less at the larger point (`docs/cost-model.md` gives a measured case). The
-    points are then blended as inside the grid (log of fixed part plus work), so the table's own
-    op moves across a grid edge without a step. Scaling the table's latency by one roofline
-    ratio instead lets a larger op cost less where the table's efficiency rises along an axis
-    and the query's limit differs from the table's (past another axis's edge, on a GPU with a
-    lower ridge)."""
-    fixed = grid.fixed_s
-    memo: dict[tuple[int, tuple[float, ...]], float] = {}
-
-    def carried(flat: int, coords: dict[str, float]) -> float:
-        key = (flat, tuple(coords[a] for a in grid.axis_names))
-        if key not in memo:
-            work = math.exp(grid.log_latency[flat]) - fixed
-            held = grid.resource_s(grid.node(flat))
-            need = query_at(coords)
-            # a point that spends only the fixed part says nothing of its work's speed: the
-            # query pays the roofline time of the work beyond the point's own (none for a
-            # smaller op, so it costs no more than the point)
-            done = work > 0 and max(held) > 0
-            beyond = max(max(n - h, 0.0) for n, h in zip(need, held, strict=True))
-            memo[key] = max(_carried(work, held, need, grid.typical_eff)) if done else beyond
-        return memo[key]
-
-    log_t = 0.0
-    for flat, weight in look.corners:
-        corner = {**grid.node(flat), **look.outside}
-        work = carried(flat, corner)
-        for low, below in grid.below(flat):
-            node = grid.node(low)
-            work = max(work, carried(low, {**corner, **{a: node[a] for a in below}}))
-        log_t += weight * math.log(fixed + work) if fixed + work > 0 else -math.inf
-    return max(math.exp(log_t) - fixed, 0.0)
+    def link_seconds(
+        self,
+        op: str,
+        *,
+        key: Mapping[str, object],
+        point: Mapping[str, float],
+        bytes_: float,
+        link_bytes_per_s: float,
+    ) -> OpTime:
+        """Seconds of a comm op moving `bytes_` (op_work convention) over a link of that speed."""
+        rate = self.link_rate(op, _attributes(op, key, point), link_bytes_per_s)
+        return _with_detail(rate, 0.0, bytes_ / link_bytes_per_s)
 
 
-def _carried(work: float, held: Resources, query: Resources, typical: Resources) -> Resources:
-    """Seconds per resource of an op whose roofline resources are `query`, from a measured
-    `work` at roofline resources `held` (another shape, another GPU, or the work split by
-    resource); the op costs the larger.
+def _with_detail(rate: Rate, compute_s: float, memory_s: float) -> OpTime:
+    """`rate` applied to the work, with how it was read (no work costs nothing)."""
+    seconds = rate.time(compute_s, memory_s).seconds if max(compute_s, memory_s) > 0 else 0.0
+    return OpTime(
+        seconds=seconds, source=rate.source, extrapolated=rate.extrapolated, detail=rate.detail
+    )
 
-    The resource that limits the measured point keeps the point's efficiency. The point only
-    bounds the other one's efficiency from below (the absorbed extend's memory traffic runs at
-    0.03-5% of bandwidth at its points, because compute limits them): it is credited with the
-    best of the limiting resource's efficiency, at most 100% (FlashMLA's decode reaches 61-73% of
-    H800's bandwidth from batch 32 and 4K context, and compute-bound about 660 TFLOP/s, 67% of
-    peak), its own implied one (so the point itself comes back) and the profile's `typical` one.
-    A point without work above the fixed part holds its latency."""
-    if max(held) <= 0 or work <= 0:
-        return max(work, 0.0), 0.0
+
+def _credit(work_s: float, held: tuple[float, float]) -> tuple[float, float]:
+    """Seconds per second of compute and of memory (link) traffic at the profile's efficiencies,
+    for an op whose work part at c is `work_s` and whose resources there are `held`."""
+    if work_s <= 0 or max(held) <= 0:
+        return 0.0, 0.0
     limit = 0 if held[0] >= held[1] else 1
-    kept = held[limit] / work
-    credited = [
-        kept if r == limit else max(typical[r], min(kept, 1.0), held[r] / work) for r in (0, 1)
-    ]
-    if min(credited) <= 0:  # an efficiency that underflowed to 0 (robust, #25): hold the latency
-        return max(work, 0.0), 0.0
-    return max(query[0], 0.0) / credited[0], max(query[1], 0.0) / credited[1]
+    lim, other = held[limit], held[1 - limit]
+    e_lim = lim / work_s
+    e_other = max(other / work_s, min(1.0, e_lim * lim / other)) if other > 0 else 1.0
+    k = (1.0 / e_lim, 1.0 / e_other)
+    return k if limit == 0 else (k[1], k[0])
+
+
+def _op(op: str, attrs: Mapping[str, object]) -> Op:
+    """The op `op` at `attrs`; ValueError for an unknown op or a missing or wrong attribute."""
+    check_op(op)
+    missing = [a for a in OP_ATTRIBUTES[op] if a not in attrs]
+    if missing:
+        raise ValueError(f"{op} needs attributes {missing}")
+    return OP_TYPES[op].of(attrs)
 
 
 def _attributes(

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from sim.cost import mla
 from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED, SPARSE_ABSORB
 from sim.cost.memory import WEIGHT_BYTES, indexer_bytes_per_token_layer
-from sim.cost.ops import Gemm, elem_bytes
+from sim.cost.ops import Bmm, Gemm, elem_bytes
 from sim.cost.pricing import Pricer
 from sim.cost.rate import ZERO, OpTime, combine
 from sim.specs.model import ModelSpec
@@ -133,8 +133,7 @@ def absorb_bmm(pr: Pricer, c: RankContext, tokens: float) -> OpTime:
         return ZERO
     parts = []
     for k, n in ((mm.qk_nope_head_dim, mm.kv_lora_rank), (mm.kv_lora_rank, mm.v_head_dim)):
-        flops = 2.0 * h * tokens * k * n
-        bytes_ = h * (k * n + tokens * (k + n)) * ACT
+        flops, bytes_ = Bmm(m=tokens, k=float(k), n=float(n), batch=float(h)).work(None, ACT)
         parts.append(pr.op("bmm", {"m": tokens, "k": k, "n": n, "batch": h}, flops, bytes_))
     return combine(*parts)
 

@@ -8,8 +8,8 @@ communication links all answer with one.
 `Rate` is an op's price at one shape: seconds per roofline second of compute and of memory
 (link) traffic, the inverse of the efficiency each resource runs at, plus fixed seconds per
 call. `Rate.time` prices any amount of work at that shape: the slower resource plus the fixed
-part. Held as seconds per roofline second, not as efficiencies, so the price of a shape is the
-product of two numbers the pricer derived, whatever their origin (`sim.cost.pricing`).
+part. The roofline, the tables (`sim.cost.calibrated`) and the links answer with one directly;
+`sim.cost.pricing` applies it to a step's own work.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class Rate:
     fixed_s: float
     source: str  # "measured" | "published" | "roofline"
     extrapolated: bool = False
+    detail: str = ""  # how the rate was read (which table, where)
 
     @property
     def compute_efficiency(self) -> float:

@@ -1,7 +1,7 @@
 """Roofline op timing: max(FLOPs / peak, bytes / bandwidth) / efficiency + launch overhead.
 
-`RooflineCost` is the estimator used when no calibration profile is given; it has the same
-`estimate` interface as `sim.cost.calibrated.CalibratedCost` and labels every op "roofline".
+`RooflineCost` is the estimator used when no calibration profile is given; it answers `rate`
+as `sim.cost.calibrated.CalibratedCost` does and labels every op "roofline".
 """
 
 from __future__ import annotations
@@ -10,23 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from sim.cost.rate import OpTime
+from sim.cost.rate import Rate
 from sim.specs.gpu import GpuSpec
 
 
 class OpEstimator(Protocol):
-    """Prices one op from its FLOPs and bytes (and, if calibrated, its shape)."""
+    """Gives an op's rate at its shape (`attrs`: every attribute of the op)."""
 
-    def estimate(
-        self,
-        op: str,
-        *,
-        key: Mapping[str, object],
-        point: Mapping[str, float],
-        flops: float,
-        bytes_: float,
-        dtype: str = "bf16",
-    ) -> OpTime: ...
+    def rate(self, op: str, attrs: Mapping[str, object], dtype: str = "bf16") -> Rate: ...
 
 
 def roofline_seconds(gpu: GpuSpec, flops: float, bytes_: float, dtype: str = "bf16") -> float:
@@ -43,18 +34,11 @@ class RooflineCost:
     memory_efficiency: float = 1.0
     launch_overhead_s: float = 0.0
 
-    def estimate(
-        self,
-        op: str,
-        *,
-        key: Mapping[str, object],
-        point: Mapping[str, float],
-        flops: float,
-        bytes_: float,
-        dtype: str = "bf16",
-    ) -> OpTime:
-        t = max(
-            flops / (self.gpu.peak_flops_per_s(dtype) * self.compute_efficiency),
-            bytes_ / (self.gpu.hbm_bytes_per_s * self.memory_efficiency),
+    def rate(self, op: str, attrs: Mapping[str, object], dtype: str = "bf16") -> Rate:
+        """The same rate at every shape: 1 / each efficiency, plus the launch."""
+        return Rate(
+            compute_s_per_s=1.0 / self.compute_efficiency,
+            memory_s_per_s=1.0 / self.memory_efficiency,
+            fixed_s=self.launch_overhead_s,
+            source="roofline",
         )
-        return OpTime(seconds=t + self.launch_overhead_s, source="roofline")

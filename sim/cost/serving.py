@@ -102,7 +102,6 @@ class ServingCostModel:
         self.pricer = Pricer(
             gpu,
             estimator or fallback,
-            mla_spec=model.mla if model.attention == "mla" else None,
             fallback=fallback,
             attention_fallback=attention_fallback,
         )

@@ -139,8 +139,8 @@ def test_bad_queries_are_refused(h800: CalibratedCost) -> None:
     roofline_only = CalibratedCost(load_profile("h200-roofline"), load_gpu("h200"))
     with pytest.raises(ValueError, match="described by tokens, width"):
         roofline_only.estimate("elementwise", key={}, point={}, flops=0.0, bytes_=1.0)
-    with pytest.raises(ValueError, match="link_seconds"):
-        h800.estimate("ep_dispatch", key={}, point={}, flops=0.0, bytes_=1.0)
+    with pytest.raises(ValueError, match="link_rate"):
+        h800.rate("ep_dispatch", {})
 
 
 def test_log_latency_is_linear_in_log_axis() -> None:
@@ -187,3 +187,35 @@ def test_a_profile_from_another_gpu_lends_efficiency_and_keeps_fixed_latency() -
     # (6.7x less BF16 compute) lands near H20's own published smallest point (25.1 us)
     on_h20 = CalibratedCost(profile, h20, profile_gpu=H800)
     assert decode_us(on_h20, 1, 1024).seconds * 1e6 == pytest.approx(25.096, rel=0.15)
+
+
+def test_a_table_answers_its_rate_directly_and_the_pricer_asks_once(h800: CalibratedCost) -> None:
+    """The rate at a grid point prices that point's own work at its latency; the Pricer takes
+    each shape's rate from one call (nothing backed out of latencies by probing)."""
+    from sim.cost.pricing import Pricer
+    from sim.cost.rate import Rate
+
+    table = next(t for t in h800.profile.tables if t.op == "mla_decode" and t.key == DECODE_KEY)
+    point = table.points[len(table.points) // 2]
+    attrs = {**table.key, **point.at}
+    shape = h800.profile.model_shape
+    assert shape is not None
+    flops, nbytes = op_work("mla_decode", attrs, mla_spec=shape.mla_spec())
+    rate = h800.rate("mla_decode", attrs)
+    t = rate.time(flops / H800.peak_flops_per_s("bf16"), nbytes / H800.hbm_bytes_per_s)
+    assert t.seconds * 1e6 == pytest.approx(point.latency_us_p50, rel=1e-9)
+    assert rate.source == "published" and not rate.extrapolated and 0 < rate.fixed_s < t.seconds
+
+    calls: list[str] = []
+
+    class Counting:
+        def rate(self, op: str, attrs: dict[str, object], dtype: str = "bf16") -> Rate:
+            calls.append(op)
+            return h800.rate(op, attrs, dtype)
+
+    pricer = Pricer(H800, Counting())
+    first = pricer.op("mla_decode", attrs, flops, nbytes)
+    again = pricer.op("mla_decode", attrs, 2 * flops, 2 * nbytes)
+    assert calls == ["mla_decode"]
+    assert first.seconds == pytest.approx(t.seconds, rel=1e-12)
+    assert again.seconds == pytest.approx(rate.fixed_s + 2 * (t.seconds - rate.fixed_s))
