@@ -149,7 +149,8 @@ class RunningSet:
         """Write generated tokens and KV pages of `pos` (default: all) back to the table."""
         p = slice(None) if pos is None else pos
         ids = self.ids[p]
-        table.generated[ids] = table.output_tokens[ids] - self.left[p]
+        left = self.left if pos is None else self.left_at(pos)
+        table.generated[ids] = table.output_tokens[ids] - left
         table.kv_pages[ids] = self.pages[p]
 
     def work_per_rank(self, table: RequestTable) -> IntArray:
