@@ -3,7 +3,8 @@
 Each entry carries what admission needs (KV pages, prefill tokens), fixed when it is queued, so
 admitting reads Python ints rather than the request table. The first entry of every queue is
 also kept in arrays (`head_ids`, `head_pages`, `head_tokens`), so a scheduler finds the ranks that
-can admit anything in one vectorised test and admits the heads of many ranks at once.
+can admit anything in one vectorised test; admission then reads those ranks' queues in order
+(`front`) and drops what it took (`drop_fronts`).
 """
 
 from __future__ import annotations
