@@ -1,6 +1,6 @@
-"""Admission of queued requests onto a unit's ranks: FIFO rounds over the queues' heads.
+"""Admission of queued requests onto a unit's ranks: FIFO on each rank within its budget.
 
-`Pool.admit` runs `fifo_rounds` and applies the result (queue -> running, KV pages taken);
+`Pool.admit` runs `fifo_admit` and applies the result (queue -> running, KV pages taken);
 the scheduler hands it the step's `RankBudget` and gets back what joined.
 """
 
@@ -48,7 +48,7 @@ class Admitted(NamedTuple):
 NONE_ADMITTED = Admitted(_NONE, _NONE, _NONE, _NONE, np.zeros(0, dtype=bool))
 
 
-def fifo_rounds(
+def fifo_admit(
     q: RankQueues,
     t: RequestTable,
     lo: int,
@@ -56,40 +56,56 @@ def fifo_rounds(
     budget: RankBudget,
     reserve: Reserve | None,
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
-    """(ids, ranks in the unit, pages, chunk) of the heads admitted on `ranks` (those that can
-    take their first queued request), popped from the queues; `budget` is spent.
+    """(ids, ranks in the unit, pages, chunk) of the requests admitted on `ranks` (those that can
+    take their first queued request), rank by rank in queue order, popped from the queues;
+    `budget` is spent.
 
-    Each round admits the head of every rank still admitting, if it fits the rank's free pages
-    (less the pages `reserve` keeps for its own tokens to come), a free slot and (with prefill
-    left) the rank's prefill budget; a rank stops at its first head that does not.
+    Each rank admits its queue in order while the next request fits the rank's free pages (less
+    the pages `reserve` keeps for its own tokens to come), a free slot and (with prefill left)
+    the rank's prefill budget, and stops at the first that does not. Ranks do not share a
+    budget, so they are taken one after another: a step admits a few requests (its arrivals
+    and completions), and a loop over them reads Python ints, not arrays.
     """
-    got: list[tuple[IntArray, IntArray, IntArray, IntArray]] = []
-    cand = ranks
-    while cand.shape[0]:
-        g = cand + lo
-        i, p, tok = q.head_ids[g], q.head_pages[g], q.head_tokens[g]
-        need = p
-        if reserve is not None:  # pages kept for its own tokens to come
-            prompt = np.where(tok > 0, t.prefill_target[i], t.input_tokens[i] + t.generated[i])
-            need = p + reserve(i, prompt, p)
-        left = budget.prefill_tokens[cand]
-        ok = (need <= budget.free_pages[cand]) & (budget.free_slots[cand] > 0)
-        ok &= (tok == 0) | (left > 0)
-        if not ok.all():
-            cand, i, p, tok, need, left = (a[ok] for a in (cand, i, p, tok, need, left))
-            if cand.shape[0] == 0:
+    free, slots, left = (budget.free_pages.tolist(), budget.free_slots.tolist(),
+                         budget.prefill_tokens.tolist())  # fmt: skip
+    ids: list[int] = []
+    on: list[int] = []
+    pages: list[int] = []
+    chunks: list[int] = []
+    touched: list[int] = []
+    counts: list[int] = []
+    for r in ranks.tolist():
+        f, s, b = free[r], slots[r], left[r]
+        k = 0
+        for i, p, tok in q.front(lo + r):
+            need = p if reserve is None else p + _reserved(t, reserve, i, p, tok)
+            if s <= 0 or need > f or (tok > 0 and b <= 0):
                 break
-        c = np.minimum(tok, left)
-        budget.prefill_tokens[cand] = left - c
-        budget.free_pages[cand] -= need
-        budget.free_slots[cand] -= 1
-        got.append((i, cand, p, c))
-        q.pop_heads(cand + lo)
-        cand = cand[q.length[cand + lo] > 0]
-    if not got:
+            c = tok if tok < b else b
+            f, s, b = f - need, s - 1, b - c
+            ids.append(i)
+            pages.append(p)
+            chunks.append(c)
+            k += 1
+        if k:
+            on.extend([r] * k)
+            touched.append(r)
+            counts.append(k)
+            free[r], slots[r], left[r] = f, s, b
+    if not ids:
         return _NONE, _NONE, _NONE, _NONE
-    if len(got) == 1:
-        return got[0]
-    ids, on, pages, chunks = (np.concatenate(c) for c in zip(*got, strict=True))
-    order = np.argsort(on, kind="stable")  # rank by rank; rounds are queue order
-    return ids[order], on[order], pages[order], chunks[order]
+    q.drop_fronts([r + lo for r in touched], counts)
+    at = np.array(touched, dtype=np.int64)  # an index array: numpy indexes by lists slowly
+    budget.free_pages[at] = np.array([free[r] for r in touched], dtype=np.int64)
+    budget.free_slots[at] = np.array([slots[r] for r in touched], dtype=np.int64)
+    budget.prefill_tokens[at] = np.array([left[r] for r in touched], dtype=np.int64)
+    return (np.array(ids, dtype=np.int64), np.array(on, dtype=np.int64),
+            np.array(pages, dtype=np.int64), np.array(chunks, dtype=np.int64))  # fmt: skip
+
+
+def _reserved(t: RequestTable, reserve: Reserve, i: int, p: int, tok: int) -> int:
+    """Pages `reserve` keeps for queued request i (p pages on admission, tok prefill tokens):
+    the pages cover its prefill target, or (prefilled) its prompt and generated tokens."""
+    covered = int(t.prefill_target[i]) if tok > 0 else int(t.input_tokens[i] + t.generated[i])
+    one = np.array([i], dtype=np.int64)
+    return int(reserve(one, np.array([covered], dtype=np.int64), np.array([p]))[0])

@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from sim.cost.batch import ServingCost
-from sim.engine.admission import NONE_ADMITTED, Admitted, RankBudget, fifo_rounds
+from sim.engine.admission import NONE_ADMITTED, Admitted, RankBudget, fifo_admit
 from sim.engine.arrivals import ClosedLoopFeed, ScheduledFeed, TransferFeed
 from sim.engine.benchmark_feed import BenchmarkFeed
 from sim.engine.kv import KvPages
@@ -247,9 +247,9 @@ class Pool:
 
     def admit(self, lo: int, ranks: IntArray, budget: RankBudget) -> Admitted:
         """Admit queued requests FIFO on `ranks` of the unit at `lo` within `budget` (spent):
-        queued -> running, their KV pages taken (`sim.engine.admission.fifo_rounds`)."""
+        queued -> running, their KV pages taken (`sim.engine.admission.fifo_admit`)."""
         reserve = self.reserved_pages if self.decode_reserve else None
-        ids, on, pages, chunks = fifo_rounds(self.queues, self.table, lo, ranks, budget, reserve)
+        ids, on, pages, chunks = fifo_admit(self.queues, self.table, lo, ranks, budget, reserve)
         if ids.shape[0] == 0:
             return NONE_ADMITTED
         g = on + lo

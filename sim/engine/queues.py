@@ -3,7 +3,8 @@
 Each entry carries what admission needs (KV pages, prefill tokens), fixed when it is queued, so
 admitting reads Python ints rather than the request table. The first entry of every queue is
 also kept in arrays (`head_ids`, `head_pages`, `head_tokens`), so a scheduler finds the ranks that
-can admit anything in one vectorised test and admits the heads of many ranks at once.
+can admit anything in one vectorised test; admission then reads those ranks' queues in order
+(`front`) and drops what it took (`drop_fronts`).
 """
 
 from __future__ import annotations
@@ -62,12 +63,38 @@ class RankQueues:
 
     def pop_heads(self, ranks: IntArray) -> None:
         """Drop the first entry of each of `ranks` (distinct, none empty): admitted heads."""
-        self.queued_pages[ranks] -= self.head_pages[ranks]
-        self.length[ranks] -= 1
-        qs = self._q
-        for r in ranks.tolist():
-            qs[r].popleft()
-            self._head(r)
+        self.drop_fronts(ranks.tolist(), [1] * int(ranks.shape[0]))
+
+    def front(self, r: int) -> deque[Entry]:
+        """Rank r's queue, oldest first, to read (change it only through this class)."""
+        return self._q[r]
+
+    def drop_fronts(self, ranks: list[int], counts: list[int]) -> None:
+        """Drop the first counts[k] entries of rank ranks[k] (ranks distinct): admitted."""
+        if not ranks:
+            return
+        qs, empty = self._q, self.EMPTY
+        pages: list[int] = []
+        hi: list[int] = []
+        hp: list[int] = []
+        ht: list[int] = []
+        for r, k in zip(ranks, counts, strict=True):
+            q = qs[r]
+            gone = 0
+            for _ in range(k):
+                gone += q.popleft()[1]
+            pages.append(gone)
+            i, p, t = q[0] if q else (-1, empty, 0)
+            hi.append(i)
+            hp.append(p)
+            ht.append(t)
+        # index arrays, not lists: numpy converts a list index far more slowly
+        at = np.array(ranks, dtype=np.int64)
+        self.length[at] -= np.array(counts, dtype=np.int64)
+        self.queued_pages[at] -= np.array(pages, dtype=np.int64)
+        self.head_ids[at] = np.array(hi, dtype=np.int64)
+        self.head_pages[at] = np.array(hp, dtype=np.int64)
+        self.head_tokens[at] = np.array(ht, dtype=np.int64)
 
     def ids(self, r: int) -> list[int]:
         return [e[0] for e in self._q[r]]

@@ -8,6 +8,7 @@ in a registry; an unknown name lists the known ones.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,8 +16,8 @@ import numpy as np
 
 from sim.engine.requests import IntArray
 
-# up to this many arrivals, `_merge_argmin` picks one by one (numpy's call overhead beats the
-# merge's arithmetic for a few arrivals)
+# up to this many arrivals, `_merge_argmin` picks one by one from a heap (numpy's call overhead
+# beats the merge's arithmetic for a few arrivals)
 _LOOP_MAX = 48
 
 
@@ -42,6 +43,22 @@ def _sequential_argmin(score: IntArray, add: IntArray) -> IntArray:
     return out
 
 
+def _heap_picks(s: IntArray, step: int, k: int) -> IntArray:
+    """`_merge_argmin` for a few picks: a heap of (score, rank) over the k ranks of lowest
+    (score, rank), the only ones that can be picked (a rank outside them would come after all
+    k of them had been picked once)."""
+    R = s.shape[0]
+    cand = np.argpartition(s * R + np.arange(R), k - 1)[:k] if k < R else np.arange(R)
+    heap = list(zip(s[cand].tolist(), cand.tolist(), strict=True))
+    heapq.heapify(heap)
+    out = [0] * k
+    for i in range(k):
+        v, r = heap[0]
+        out[i] = r
+        heapq.heapreplace(heap, (v + step, r))
+    return np.array(out, dtype=np.int64)
+
+
 def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
     """`_sequential_argmin` where every request adds the same `step` > 0, without a long loop.
 
@@ -52,12 +69,7 @@ def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
     """
     s = score.astype(np.int64, copy=True)
     if k <= _LOOP_MAX:
-        out = [0] * k
-        argmin = s.argmin
-        for i in range(k):
-            r = out[i] = int(argmin())
-            s[r] += step
-        return np.asarray(out, dtype=np.int64)
+        return _heap_picks(s, step, k)
     lo = int(s.min())
     hi = lo + step * (k - 1)  # the lowest rank alone has k pairs up to here
     while lo < hi:

@@ -3,8 +3,9 @@
 Gathering a dozen columns of ~15k running requests out of the run-wide `RequestTable` every step
 costs more than the step's own arithmetic, so a unit keeps here, in arbitrary but deterministic
 order, what changes every step and what every step reads, already in the form the step uses:
-`kv` (cached tokens once this step's drafts are written: the batch's `kv_tokens`), `left`
-(output tokens still to emit), `pages` and `room` (the largest `kv` those pages hold), `rank`.
+`kv` (cached tokens once this step's drafts are written: the batch's `kv_tokens`), `end` (the
+`kv` at which the request has emitted its whole output: a decode step only adds to `kv`, and
+the output left is `end - kv`), `pages` and `room` (the largest `kv` those pages hold), `rank`.
 Per-rank request counts and the number of rows still in prefill are kept as rows come and go.
 The table stays the record: generated tokens and KV pages are written back (`sync`) before a
 request leaves or is preempted and at the end of the run; prefill progress lives in the table.
@@ -16,7 +17,7 @@ import numpy as np
 
 from sim.engine.requests import IntArray, RequestTable
 
-IDS, RANK, KV, LEFT, PAGES, ROOM = range(6)  # rows of the column buffer
+IDS, RANK, KV, END, PAGES, ROOM = range(6)  # rows of the column buffer
 
 
 class RunningSet:
@@ -68,9 +69,19 @@ class RunningSet:
         return self._buf[KV, : self.n]
 
     @property
+    def end(self) -> IntArray:
+        """Prompt + output + draft tokens: `kv` once the whole output is emitted."""
+        return self._buf[END, : self.n]
+
+    @property
     def left(self) -> IntArray:
-        """Output tokens still to emit."""
-        return self._buf[LEFT, : self.n]
+        """Output tokens still to emit (a copy)."""
+        return np.maximum(self._buf[END, : self.n] - self._buf[KV, : self.n], 0)  # type: ignore[no-any-return]
+
+    def left_at(self, pos: IntArray) -> IntArray:
+        """`left` of the rows at `pos`."""
+        b = self._buf
+        return np.maximum(b[END, pos] - b[KV, pos], 0)  # type: ignore[no-any-return]
 
     @property
     def pages(self) -> IntArray:
@@ -123,11 +134,11 @@ class RunningSet:
             self._reserve(self.n + m)
         sl = slice(self.n, self.n + m)
         b = self._buf
-        gen = table.generated[ids]
+        inp = table.input_tokens[ids] + self.draft_tokens
         b[IDS, sl] = ids
         b[RANK, sl] = rank
-        b[KV, sl] = table.input_tokens[ids] + gen + self.draft_tokens
-        b[LEFT, sl] = table.output_tokens[ids] - gen
+        b[KV, sl] = inp + table.generated[ids]
+        b[END, sl] = inp + table.output_tokens[ids]
         self.set_pages(sl, pages)
         self._dec[sl] = dec
         self.n += m
@@ -138,7 +149,8 @@ class RunningSet:
         """Write generated tokens and KV pages of `pos` (default: all) back to the table."""
         p = slice(None) if pos is None else pos
         ids = self.ids[p]
-        table.generated[ids] = table.output_tokens[ids] - self.left[p]
+        left = self.left if pos is None else self.left_at(pos)
+        table.generated[ids] = table.output_tokens[ids] - left
         table.kv_pages[ids] = self.pages[p]
 
     def work_per_rank(self, table: RequestTable) -> IntArray:
@@ -155,9 +167,7 @@ class RunningSet:
     def turned_decode(self, table: RequestTable, pos: IntArray) -> None:
         """Requests at `pos` finished their prefill: refresh their columns from the table."""
         ids = self._buf[IDS, pos]
-        gen = table.generated[ids]
-        self._buf[LEFT, pos] = table.output_tokens[ids] - gen
-        self._buf[KV, pos] = table.input_tokens[ids] + gen + self.draft_tokens
+        self._buf[KV, pos] = table.input_tokens[ids] + table.generated[ids] + self.draft_tokens
         self.n_prefill -= int(pos.shape[0] - np.count_nonzero(self._dec[pos]))
         self._dec[pos] = True
 

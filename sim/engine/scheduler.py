@@ -143,11 +143,8 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
         if pool.shared_token_budget and rs.n:
             decoding = np.bincount(rs.rank[rs.is_decode], minlength=R) * (1 + pool.draft_tokens)
             prefill = np.maximum(pool.prefill_budget - decoding, 0)
-        budget = RankBudget(
-            free_pages=free_pages.astype(np.int64, copy=True),
-            free_slots=free_slots.astype(np.int64, copy=True),
-            prefill_tokens=prefill,
-        )
+        # both arrays were just computed (fresh copies): admission may spend them
+        budget = RankBudget(free_pages=free_pages, free_slots=free_slots, prefill_tokens=prefill)
         if rs.n_prefill:
             pre_pos, chunks = _continue_prefill(pool, rs, budget)
         new = pool.admit(lo, ranks, budget) if ranks.shape[0] else NONE_ADMITTED
@@ -160,7 +157,8 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
                 chunks = np.concatenate([chunks, c[go]])
     decode_pos = rs.is_decode.nonzero()[0] if rs.n_prefill else None
     waiting_pos = None
-    if decode_pos is not None and not pool.mixed_chunk and (chunks > 0).any():
+    prefills = bool(chunks.shape[0]) and bool((chunks > 0).any())
+    if decode_pos is not None and not pool.mixed_chunk and prefills:
         # a rank that prefills this step runs nothing else: its decode requests wait
         busy = np.zeros(R, dtype=bool)
         busy[rs.rank[pre_pos[chunks > 0]]] = True
@@ -168,7 +166,7 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
         waiting_pos = decode_pos[sits]
         decode_pos = decode_pos[~sits]
     n_dec = rs.n if decode_pos is None else decode_pos.shape[0]
-    if n_dec == 0 and not (chunks > 0).any():
+    if n_dec == 0 and not prefills:
         return None
     batch = _batch(pool, rs, decode_pos, pre_pos, chunks)
     counts = rs.per_rank.copy() if batch.size == rs.n else np.bincount(batch.rank, minlength=R)

@@ -1,10 +1,10 @@
-"""FIFO admission rounds over the heads of a unit's rank queues, worked by hand."""
+"""FIFO admission on each of a unit's rank queues within the rank's budget, worked by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from sim.engine.admission import RankBudget, fifo_rounds
+from sim.engine.admission import RankBudget, fifo_admit
 from sim.engine.queues import RankQueues
 from sim.engine.requests import IntArray, RequestTable
 
@@ -30,12 +30,12 @@ def _budget() -> RankBudget:
     return RankBudget(np.array([5, 6]), np.array([3, 1]), np.array([120, 0]))
 
 
-def test_rounds_admit_heads_until_each_rank_stops() -> None:
+def test_each_rank_admits_in_order_until_one_does_not_fit() -> None:
     q, budget = _queues(), _budget()
-    ids, on, pages, chunks = fifo_rounds(q, _table(), 0, np.array([0, 1]), budget, None)
-    # round 1: id 0 (chunk 100 of the 120 budget), id 3 (prefilled: no budget needed);
-    # round 2: id 1 (the 20 tokens left); rank 1 has no slot for id 4; round 3: id 2 has 1 page
-    # to rank 0's 0 free, so rank 0 stops
+    ids, on, pages, chunks = fifo_admit(q, _table(), 0, np.array([0, 1]), budget, None)
+    # rank 0: id 0 (chunk 100 of the 120 budget), id 1 (the 20 tokens left), then id 2 has 1
+    # page to rank 0's 0 free, so rank 0 stops; rank 1: id 3 (prefilled: no budget needed),
+    # then no slot for id 4
     assert ids.tolist() == [0, 1, 3] and on.tolist() == [0, 0, 1]
     assert pages.tolist() == [3, 2, 5] and chunks.tolist() == [100, 20, 0]
     assert budget.free_pages.tolist() == [0, 1] and budget.free_slots.tolist() == [1, 0]
@@ -48,7 +48,7 @@ def test_reserve_counts_against_free_pages() -> None:
         return np.ones(ids.shape[0], dtype=np.int64)
 
     q, budget = _queues(), _budget()
-    ids, _, pages, _ = fifo_rounds(q, _table(), 0, np.array([0, 1]), budget, one_more)
+    ids, _, pages, _ = fifo_admit(q, _table(), 0, np.array([0, 1]), budget, one_more)
     # id 0 needs 3 + 1 of 5 pages, id 3 5 + 1 of 6; then id 1 needs 2 + 1 of rank 0's 1 left
     assert ids.tolist() == [0, 3] and pages.tolist() == [3, 5]  # the reserve is not taken
     assert budget.free_pages.tolist() == [1, 0]

@@ -9,7 +9,7 @@ from sim.cost.batch import BatchShape, StepCost
 from sim.engine.kv import KvPages
 from sim.engine.log import rank_imbalance
 from sim.engine.requests import RequestTable
-from sim.engine.running import IDS, LEFT, RANK, RunningSet
+from sim.engine.running import END, IDS, RANK, RunningSet
 from tests.builders import unit
 from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
@@ -83,7 +83,7 @@ def test_running_set_counters_follow_appends_and_removals() -> None:
         assert rs.n_prefill == int((~rs.is_decode).sum())
         assert np.array_equal(rs.room, rs.pages * 16 - 4)
         expect_left = t.output_tokens[rs.ids] - t.generated[rs.ids]
-        assert np.array_equal(rs.left, expect_left) and cols[LEFT].shape == (7,)
+        assert np.array_equal(rs.left, expect_left) and cols[END].shape == (7,)
 
 
 class _Writes(FixedCost):

@@ -33,3 +33,17 @@ def test_heads_follow_pushes_pops_and_preemptions() -> None:
     q.push_many(np.array([0]), np.array([9]), np.array([3]), np.array([30]))
     _heads_match(q)
     assert q.admissible(0, 4, np.array([3, 0, 0, 8]), np.array([1, 1, 1, 0])).tolist() == [0]
+
+
+def test_drop_fronts_takes_several_entries_per_rank() -> None:
+    q = RankQueues(3)
+    q.push_many(
+        np.array([0, 0, 0, 2, 2]),
+        np.arange(5),
+        np.array([1, 2, 3, 4, 5]),
+        np.zeros(5, dtype=np.int64),
+    )
+    q.drop_fronts([0, 2], [2, 2])  # rank 0 keeps id 2; rank 2 is emptied
+    _heads_match(q)
+    assert q.ids(0) == [2] and q.ids(2) == [] and q.queued_pages.tolist() == [3, 0, 0]
+    assert list(q.front(0)) == [(2, 3, 0)]
