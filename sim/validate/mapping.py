@@ -160,11 +160,13 @@ def _unit(pool: Pool, where: str, common: dict[str, Any], name: str) -> Deployme
 
 
 def _deployment(row: MeasuredRow, weights: str) -> Deployment | PdDeployment:
-    # KV in FP8 for FP8 checkpoints, as aiconfigurator-core configures the runs it models:
-    # `_infer_quant_modes_from_raw_config` (sdk/models/helpers.py) sets the KV cache (and FMHA)
-    # quant mode to FP8 for fp8 / fp8_block checkpoints, and its generator passes kv_cache_dtype
-    # on as SGLang's --kv-cache-dtype and TensorRT-LLM's kv_cache_config.dtype
-    kv = "fp8" if weights == "fp8" else "bf16"
+    # KV dtype as each engine's own DeepSeek-R1 deployment recipe sets it (the rows do not
+    # record it): TensorRT-LLM's set kv_cache_config.dtype fp8 for the FP8 checkpoint
+    # (NVIDIA/TensorRT-LLM examples/serve/deepseek_r1_reasoning_parser.sh, TP8/EP8 on
+    # deepseek-ai/DeepSeek-R1; its DeepSeek-R1 best-performance guide); SGLang's launch for
+    # 8 x H200 sets no --kv-cache-dtype (sgl-project/sglang docs/basic_usage/deepseek_v3.md),
+    # so `auto`, BF16, as vLLM's default
+    kv = "fp8" if row.backend == "trtllm" and weights == "fp8" else "bf16"
     common: dict[str, Any] = dict(engine=row.backend, weight_dtype=weights, kv_dtype=kv)
     if row.backend == "vllm":
         common["mla_policy"] = "vllm"

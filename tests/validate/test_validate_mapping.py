@@ -99,3 +99,14 @@ def test_a_row_names_the_profile_its_engine_runs_on() -> None:
         if isinstance(m, Mapped):
             seen[r.backend] = m.profile
     assert seen.get("sglang") == "h200-sglang" and seen.get("trtllm") == "h200-trtllm", seen
+
+
+@pytest.mark.parametrize(
+    ("backend", "kv"), [("trtllm", "fp8"), ("sglang", "bf16"), ("vllm", "bf16")]
+)
+def test_kv_dtype_follows_each_engines_deepseek_recipe(row_csv, backend: str, kv: str) -> None:
+    """TensorRT-LLM's DeepSeek-R1 recipes set an FP8 KV cache; SGLang's and vLLM's set none."""
+    m = _map(row_csv, backend=backend)
+    assert isinstance(m, mp.Mapped), m
+    [d] = m.scenario.deployments
+    assert isinstance(d, Deployment) and d.kv_dtype == kv
