@@ -25,7 +25,7 @@ import numpy as np
 
 from sim.cost.op_work import OP_TYPES
 from sim.cost.ops import Op, elem_bytes
-from sim.cost.rate import OpTime, Rate
+from sim.cost.rate import Rate
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import MlaSpec, ModelSpec
 from sim.specs.profile import COMM_OPS, MLA_SHAPED_OPS, OP_ATTRIBUTES, OpTable, Profile, check_op
@@ -276,44 +276,6 @@ class CalibratedCost:
         best = min(d for d, _ in scored)
         return [g for d, g in scored if d == best], best
 
-    # -- one op at its own work: the tables' own convention (tests, tools) ----------------------
-    def estimate(
-        self,
-        op: str,
-        *,
-        key: Mapping[str, object],
-        point: Mapping[str, float],
-        flops: float,
-        bytes_: float,
-        dtype: str = "bf16",
-    ) -> OpTime:
-        """Seconds of a compute op doing `flops` and `bytes_` at the shape `key` and `point`
-        give together (each attribute once)."""
-        rate = self.rate(op, _attributes(op, key, point), dtype)
-        compute_s = flops / self.gpu.peak_flops_per_s(dtype)
-        return _with_detail(rate, compute_s, bytes_ / self.gpu.hbm_bytes_per_s)
-
-    def link_seconds(
-        self,
-        op: str,
-        *,
-        key: Mapping[str, object],
-        point: Mapping[str, float],
-        bytes_: float,
-        link_bytes_per_s: float,
-    ) -> OpTime:
-        """Seconds of a comm op moving `bytes_` (op_work convention) over a link of that speed."""
-        rate = self.link_rate(op, _attributes(op, key, point), link_bytes_per_s)
-        return _with_detail(rate, 0.0, bytes_ / link_bytes_per_s)
-
-
-def _with_detail(rate: Rate, compute_s: float, memory_s: float) -> OpTime:
-    """`rate` applied to the work, with how it was read (no work costs nothing)."""
-    seconds = rate.time(compute_s, memory_s).seconds if max(compute_s, memory_s) > 0 else 0.0
-    return OpTime(
-        seconds=seconds, source=rate.source, extrapolated=rate.extrapolated, detail=rate.detail
-    )
-
 
 def _credit(work_s: float, held: tuple[float, float]) -> tuple[float, float]:
     """Seconds per second of compute and of memory (link) traffic at the profile's efficiencies,
@@ -335,20 +297,6 @@ def _op(op: str, attrs: Mapping[str, object]) -> Op:
     if missing:
         raise ValueError(f"{op} needs attributes {missing}")
     return OP_TYPES[op].of(attrs)
-
-
-def _attributes(
-    op: str, key: Mapping[str, object], point: Mapping[str, float]
-) -> dict[str, object]:
-    """key and point merged; ValueError unless they give each attribute of the op once."""
-    check_op(op)
-    attrs = {**key, **point}
-    if len(attrs) != len(key) + len(point) or set(attrs) != set(OP_ATTRIBUTES[op]):
-        raise ValueError(
-            f"{op} is described by {', '.join(OP_ATTRIBUTES[op])} (each once, in key or "
-            f"point); got key {sorted(key)} and point {sorted(point)}"
-        )
-    return attrs
 
 
 def check_model(profile: Profile, model: ModelSpec) -> None:

@@ -1,17 +1,80 @@
 """Shared by the CalibratedCost tests: price one op from a profile's tables as the cost model
-would, its work counted by `op_work`."""
+would, its work counted by `op_work` (or given), its shape as the tables' `key` and `point`."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from sim.catalog import load_gpu
 from sim.catalog.profiles import load_profile
 from sim.cost.calibrated import CalibratedCost
 from sim.cost.op_work import op_work
-from sim.cost.rate import OpTime
-from sim.specs.profile import COMM_OPS, DeviceInfo, OpPoint, OpTable, Profile
+from sim.cost.rate import OpTime, Rate
+from sim.specs.profile import (
+    COMM_OPS,
+    OP_ATTRIBUTES,
+    DeviceInfo,
+    OpPoint,
+    OpTable,
+    Profile,
+    check_op,
+)
 
 H800 = load_gpu("h800")
 DECODE_KEY = {"s_q": 1, "kv_dtype": "bf16", "heads": 128}
+
+
+def _attributes(
+    op: str, key: Mapping[str, object], point: Mapping[str, float]
+) -> dict[str, object]:
+    """key and point merged; ValueError unless they give each attribute of the op once."""
+    check_op(op)
+    attrs = {**key, **point}
+    if len(attrs) != len(key) + len(point) or set(attrs) != set(OP_ATTRIBUTES[op]):
+        raise ValueError(
+            f"{op} is described by {', '.join(OP_ATTRIBUTES[op])} (each once, in key or "
+            f"point); got key {sorted(key)} and point {sorted(point)}"
+        )
+    return attrs
+
+
+def _applied(rate: Rate, compute_s: float, memory_s: float) -> OpTime:
+    """`rate` applied to the work, with how it was read (no work costs nothing)."""
+    seconds = rate.time(compute_s, memory_s).seconds if max(compute_s, memory_s) > 0 else 0.0
+    return OpTime(
+        seconds=seconds, source=rate.source, extrapolated=rate.extrapolated, detail=rate.detail
+    )
+
+
+def estimate(
+    cost: CalibratedCost,
+    op: str,
+    *,
+    key: Mapping[str, object],
+    point: Mapping[str, float],
+    flops: float,
+    bytes_: float,
+    dtype: str = "bf16",
+) -> OpTime:
+    """Seconds of a compute op doing `flops` and `bytes_` at the shape `key` and `point` give
+    together (each attribute once)."""
+    rate = cost.rate(op, _attributes(op, key, point), dtype)
+    compute_s = flops / cost.gpu.peak_flops_per_s(dtype)
+    return _applied(rate, compute_s, bytes_ / cost.gpu.hbm_bytes_per_s)
+
+
+def link_seconds(
+    cost: CalibratedCost,
+    op: str,
+    *,
+    key: Mapping[str, object],
+    point: Mapping[str, float],
+    bytes_: float,
+    link_bytes_per_s: float,
+) -> OpTime:
+    """Seconds of a comm op moving `bytes_` (op_work convention) over a link of that speed."""
+    rate = cost.link_rate(op, _attributes(op, key, point), link_bytes_per_s)
+    return _applied(rate, 0.0, bytes_ / link_bytes_per_s)
 
 
 def query(
@@ -28,8 +91,8 @@ def query(
     )
     if op in COMM_OPS:
         assert link is not None
-        return cost.link_seconds(op, key=key, point=point, bytes_=nbytes, link_bytes_per_s=link)
-    return cost.estimate(op, key=key, point=point, flops=flops, bytes_=nbytes, dtype=dtype)
+        return link_seconds(cost, op, key=key, point=point, bytes_=nbytes, link_bytes_per_s=link)
+    return estimate(cost, op, key=key, point=point, flops=flops, bytes_=nbytes, dtype=dtype)
 
 
 def decode_us(cost: CalibratedCost, batch: float, kv: float, **key: object) -> OpTime:

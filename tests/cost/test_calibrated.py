@@ -12,7 +12,7 @@ import itertools
 import math
 
 import pytest
-from calibrated_query import DECODE_KEY, H800, decode_us, query, synthetic_gemm_profile
+from calibrated_query import DECODE_KEY, H800, decode_us, estimate, query, synthetic_gemm_profile
 
 from sim.catalog import load_gpu
 from sim.catalog.profiles import load_profile
@@ -95,8 +95,14 @@ def test_op_without_table_uses_roofline_factors() -> None:
     gpu = load_gpu("h200")
     cost = CalibratedCost(profile, gpu)
     r = profile.roofline
-    est = cost.estimate(
-        "gemm", key={"k": 7168, "n": 1536}, point={"m": 4096}, flops=9e10, bytes_=8e7, dtype="fp8"
+    est = estimate(
+        cost,
+        "gemm",
+        key={"k": 7168, "n": 1536},
+        point={"m": 4096},
+        flops=9e10,
+        bytes_=8e7,
+        dtype="fp8",
     )
     want = max(
         9e10 / (gpu.peak_flops_per_s("fp8") * r.gemm_compute_efficiency.value),
@@ -133,12 +139,12 @@ def test_deepep_points_and_interpolation_over_ep(h800: CalibratedCost) -> None:
 
 def test_bad_queries_are_refused(h800: CalibratedCost) -> None:
     with pytest.raises(ValueError, match="known ops are"):
-        h800.estimate("softmax", key={}, point={}, flops=1.0, bytes_=1.0)
+        estimate(h800, "softmax", key={}, point={}, flops=1.0, bytes_=1.0)
     with pytest.raises(ValueError, match="described by batch, kv_len"):
-        h800.estimate("mla_decode", key=DECODE_KEY, point={"batch": 1}, flops=1.0, bytes_=1.0)
+        estimate(h800, "mla_decode", key=DECODE_KEY, point={"batch": 1}, flops=1.0, bytes_=1.0)
     roofline_only = CalibratedCost(load_profile("h200-roofline"), load_gpu("h200"))
     with pytest.raises(ValueError, match="described by tokens, width"):
-        roofline_only.estimate("elementwise", key={}, point={}, flops=0.0, bytes_=1.0)
+        estimate(roofline_only, "elementwise", key={}, point={}, flops=0.0, bytes_=1.0)
     with pytest.raises(ValueError, match="link_rate"):
         h800.rate("ep_dispatch", {})
 
@@ -148,8 +154,8 @@ def test_log_latency_is_linear_in_log_axis() -> None:
     lat = {p.at["m"]: p.latency_us_p50 for p in cost.profile.tables[0].points}
     m = 64.0  # halfway between 16 and 256 in log space
     flops, nbytes = op_work("gemm", {"m": m, "k": 1024, "n": 1024})
-    est = cost.estimate(
-        "gemm", key={"k": 1024, "n": 1024}, point={"m": m}, flops=flops, bytes_=nbytes
+    est = estimate(
+        cost, "gemm", key={"k": 1024, "n": 1024}, point={"m": m}, flops=flops, bytes_=nbytes
     )
     assert est.seconds * 1e6 == pytest.approx(math.sqrt(lat[16.0] * lat[256.0]), rel=1e-9)
     assert not est.extrapolated

@@ -18,6 +18,7 @@ from sim.cost.op_work import op_work
 from sim.cost.rate import OpTime
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
+from tests.cost.calibrated_query import estimate
 
 V32, H800 = load_model("deepseek-v3.2"), load_gpu("h800")
 H800_PUB = load_profile("h800-published")
@@ -121,12 +122,12 @@ def test_sparse_decode_has_its_own_roofline_efficiency() -> None:
     cost = CalibratedCost(profile, load_gpu("h200"))
     attrs = {"batch": 64, "kv_len": 8192, "s_q": 1, "topk": 2048, "heads": 128, "kv_dtype": "bf16"}
     flops = 1e12  # compute-bound whatever the bytes
-    decode = cost.estimate("dsa_attn_decode", key=attrs, point={}, flops=flops, bytes_=1.0)
+    decode = estimate(cost, "dsa_attn_decode", key=attrs, point={}, flops=flops, bytes_=1.0)
     peak = load_gpu("h200").peak_flops_per_s("bf16")
     launch = r.launch_overhead_us.value * 1e-6
     assert decode.seconds == pytest.approx(flops / (peak * sparse.value) + launch)
     prefill_attrs = {"s_q": 4096, "s_kv": 4096, "topk": 2048, "heads": 128}
-    prefill = cost.estimate("dsa_attn_prefill", key=prefill_attrs, point={}, flops=flops, bytes_=1)
+    prefill = estimate(cost, "dsa_attn_prefill", key=prefill_attrs, point={}, flops=flops, bytes_=1)
     expected = flops / (peak * r.attention_compute_efficiency.value) + launch
     assert prefill.seconds == pytest.approx(expected)
 

@@ -9,6 +9,7 @@ from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost import comm_ops, unit_work
 from sim.cost.batch import BatchShape
+from sim.cost.calibrated import CalibratedCost
 from sim.cost.comm import ep_copies
 from sim.cost.comm_ops import CommLoad
 from sim.cost.memo import round_to_bucket
@@ -16,6 +17,7 @@ from sim.cost.op_work import op_work
 from sim.cost.routed import receive_skew
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
+from tests.cost.calibrated_query import link_seconds
 
 V3, H800 = load_model("deepseek-v3"), load_gpu("h800")
 H800_PUB = load_profile("h800-published")
@@ -88,8 +90,10 @@ def test_even_routing_keeps_deepeps_published_point() -> None:
     table_bytes = op_work("ep_dispatch", attrs)[1]
 
     def estimate(bytes_: float) -> float:
-        est = cm.pricer.estimator.link_seconds  # type: ignore[attr-defined]
-        t = est("ep_dispatch", key=attrs, point={}, bytes_=bytes_, link_bytes_per_s=link)
+        cost = cm.pricer.estimator
+        assert isinstance(cost, CalibratedCost)
+        t = link_seconds(cost, "ep_dispatch", key=attrs, point={}, bytes_=bytes_,
+                         link_bytes_per_s=link)  # fmt: skip
         return float(t.seconds)
 
     assert estimate(table_bytes) == pytest.approx(155e-6, rel=1e-9)  # the published point

@@ -13,6 +13,7 @@ from sim.catalog import load_gpu
 from sim.catalog.profiles import load_profile
 from sim.cost.calibrated import CalibratedCost
 from sim.cost.op_work import op_work
+from tests.cost.calibrated_query import estimate
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = load_profile("h200-measured")
@@ -34,8 +35,8 @@ def test_the_cost_model_prices_decode_from_it_as_measured() -> None:
     shape = PROFILE.model_shape
     assert shape is not None
     flops, nbytes = op_work("mla_decode", {**key, **point}, mla_spec=shape.mla_spec())
-    est = cost.estimate(
-        "mla_decode", key=key, point=point, flops=flops, bytes_=nbytes, dtype="bf16"
+    est = estimate(
+        cost, "mla_decode", key=key, point=point, flops=flops, bytes_=nbytes, dtype="bf16"
     )
     table = next(t for t in PROFILE.tables if t.op == "mla_decode" and t.key == key)
     measured = next(p for p in table.points if p.at == point)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from calibrated_query import H800, decode_us, query, synthetic_gemm_profile
+from calibrated_query import H800, decode_us, estimate, query, synthetic_gemm_profile
 
 from sim.catalog import load_gpu
 from sim.catalog.profiles import load_profile
@@ -61,8 +61,8 @@ def test_past_one_edge_a_query_still_costs_more_as_it_grows_along_another() -> N
         flops, nbytes = op_work(
             "mla_extend_absorb", {"heads": 128, **point}, mla_spec=shape.mla_spec()
         )
-        est = cost.estimate(
-            "mla_extend_absorb", key={"heads": 128}, point=point, flops=flops, bytes_=nbytes
+        est = estimate(
+            cost, "mla_extend_absorb", key={"heads": 128}, point=point, flops=flops, bytes_=nbytes
         )
         assert est.extrapolated
         times.append(est.seconds)
@@ -74,8 +74,8 @@ def _absorb_extend_us(cost: CalibratedCost, new: float, prefix: float) -> float:
     assert shape is not None
     point = {"new_tokens": new, "prefix_len": prefix}
     flops, nbytes = op_work("mla_extend_absorb", {"heads": 128, **point}, mla_spec=shape.mla_spec())
-    est = cost.estimate(
-        "mla_extend_absorb", key={"heads": 128}, point=point, flops=flops, bytes_=nbytes
+    est = estimate(
+        cost, "mla_extend_absorb", key={"heads": 128}, point=point, flops=flops, bytes_=nbytes
     )
     return est.seconds * 1e6
 
@@ -112,7 +112,7 @@ def test_below_a_grid_an_op_costs_no_more_than_the_grid_corner(name: str) -> Non
             continue
         at = {**table.key, **small}
         flops, nbytes = work[1]
-        est = cost.estimate(
+        est = estimate(cost,
             table.op, key=table.key, point={a: at[a] for a in table.axes}, flops=flops,
             bytes_=nbytes, dtype=table.dtype,
         )  # fmt: skip
@@ -135,7 +135,7 @@ def test_a_memory_bound_query_below_a_compute_bound_grid_is_priced_by_its_traffi
     table = next(t for t in profile.tables if t.op == "mla_prefill" and "prefix_len" not in t.key)
     point = {"seq_len": 16.0, "prefix_len": 6775.0}
     flops, nbytes = op_work("mla_prefill", {**table.key, **point}, mla_spec=shape.mla_spec())
-    est = cost.estimate("mla_prefill", key=table.key, point=point, flops=flops, bytes_=nbytes)
+    est = estimate(cost, "mla_prefill", key=table.key, point=point, flops=flops, bytes_=nbytes)
     traffic_s = nbytes / load_gpu("h200").hbm_bytes_per_s
     assert est.extrapolated and traffic_s < est.seconds < 3 * traffic_s
 
@@ -207,7 +207,7 @@ def test_the_pricer_reproduces_an_extrapolated_estimate(name: str, gpu: str) -> 
         }
         flops, nbytes = op_work("mla_decode", attrs, mla_spec=shape.mla_spec())
         key = {k: attrs[k] for k in ("s_q", "kv_dtype", "heads")}
-        direct = cost.estimate(
+        direct = estimate(cost,
             "mla_decode", key=key, point={"batch": attrs["batch"], "kv_len": attrs["kv_len"]},
             flops=flops, bytes_=nbytes,
         )  # fmt: skip

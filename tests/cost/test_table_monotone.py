@@ -24,6 +24,8 @@ from sim.cost.calibrated import CalibratedCost
 from sim.cost.op_work import op_work
 from sim.cost.rate import OpTime
 from sim.specs.profile import COMM_OPS, OpTable
+from tests.cost.calibrated_query import estimate as table_estimate
+from tests.cost.calibrated_query import link_seconds
 
 SPAN = 8.0  # how far below and above each grid the property reaches
 ROUNDING = 1e-12  # relative slack for float rounding only
@@ -59,11 +61,11 @@ def estimate(name: str, table: OpTable, point: dict[str, float], gpu: str = "") 
     flops, nbytes = _work(name, table, point)
     if table.op in COMM_OPS:
         link = table.link_bytes_per_s or 0.0
-        return cost.link_seconds(
-            table.op, key=table.key, point=point, bytes_=nbytes, link_bytes_per_s=link
+        return link_seconds(
+            cost, table.op, key=table.key, point=point, bytes_=nbytes, link_bytes_per_s=link
         )
-    return cost.estimate(
-        table.op, key=table.key, point=point, flops=flops, bytes_=nbytes, dtype=table.dtype
+    return table_estimate(
+        cost, table.op, key=table.key, point=point, flops=flops, bytes_=nbytes, dtype=table.dtype
     )
 
 

@@ -14,6 +14,7 @@ from sim.catalog import CATALOG_DIR, load_gpu
 from sim.catalog.profiles import load_profile
 from sim.cost.calibrated import CalibratedCost
 from sim.cost.op_work import op_work
+from tests.cost.calibrated_query import estimate
 
 CSV_DIR = published.DEFAULT_CSV_DIR
 needs_csvs = pytest.mark.skipif(not (CSV_DIR / "mla").is_dir(), reason=f"no CSVs at {CSV_DIR}")
@@ -27,7 +28,8 @@ def rows(rel: str) -> list[dict[str, str]]:
 def us(cost: CalibratedCost, op: str, attrs: dict[str, object], key: set[str], dtype: str) -> float:
     mla = cost.profile.model_shape.mla_spec()  # type: ignore[union-attr]
     flops, nbytes = op_work(op, attrs, mla_spec=mla, dtype=dtype)
-    est = cost.estimate(
+    est = estimate(
+        cost,
         op,
         key={k: v for k, v in attrs.items() if k in key},
         point={k: v for k, v in attrs.items() if k not in key},  # type: ignore[misc]
