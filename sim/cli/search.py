@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,6 +22,9 @@ from sim.io.overrides import OverrideError
 from sim.search.backends import BACKENDS, Backend, BackendError, make_backend
 from sim.search.capacity_report import CapacityReport
 from sim.specs.scenario import Scenario
+
+if TYPE_CHECKING:
+    from sim.io.journal import Journal
 
 SetOpt = Annotated[
     list[str] | None,
@@ -50,6 +53,18 @@ def _load(path: Path) -> Scenario:
         return load_scenario(path)
     except ScenarioError as exc:
         raise usage_error(str(exc)) from None
+
+
+def _journal(journal: Path | None, command: str, scenario_name: str) -> Journal:
+    """The run's journal: `--journal`, else .mlasim/<command>-<scenario name>.jsonl (the name
+    made safe for a file name)."""
+    from sim.io.journal import Journal, JournalError
+
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in scenario_name)[:100]
+    try:
+        return Journal(journal or Path(".mlasim") / f"{command}-{safe}.jsonl")
+    except (JournalError, OSError) as exc:
+        raise usage_error(f"--journal: {exc}") from None
 
 
 def _backend(name: str, jobs: int | None, ray_address: str | None) -> Backend:
@@ -109,7 +124,6 @@ def sweep(
 
     At most 1000 points; output has one row per point x deployment.
     """
-    from sim.io.journal import Journal, JournalError
     from sim.search.grid import grid_points, parse_axis
     from sim.search.sweep import run_grid_journaled, sweep_rows, write_rows_csv, write_rows_json
 
@@ -121,11 +135,7 @@ def sweep(
         points = grid_points(base, axes)
     except OverrideError as exc:
         raise usage_error(f"{scenario}: --set: {exc}") from None
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in base.name)[:100]
-    try:
-        record = Journal(journal or Path(".mlasim") / f"sweep-{safe}.jsonl")
-    except (JournalError, OSError) as exc:
-        raise usage_error(f"--journal: {exc}") from None
+    record = _journal(journal, "sweep", base.name)
     runner = _backend(backend, jobs, ray_address)
     with runner, _run_errors(scenario), _progress(console) as bar:
         task = bar.add_task(f"sweep ({runner.name})", total=len(points))
@@ -208,7 +218,7 @@ def capacity(
     Each probe simulates one deployment (or one PD pool alone) for the scenario's run.duration_s,
     and is recorded as it completes (--journal), so a stopped search resumes where it stopped.
     """
-    from sim.io.journal import Journal, JournalError, write_atomic
+    from sim.io.journal import write_atomic
     from sim.io.overrides import apply_overrides, parse_assignment
     from sim.search.capacity import CapacityError, capacity_search, check_options, search_count
 
@@ -219,11 +229,7 @@ def capacity(
         check_options(sc, target_rate, tolerance, max_runs, probes_per_round)
     except (OverrideError, CapacityError) as exc:
         raise usage_error(f"{scenario}: {exc}") from None
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in sc.name)[:100]
-    try:
-        record = Journal(journal or Path(".mlasim") / f"capacity-{safe}.jsonl")
-    except (JournalError, OSError) as exc:
-        raise usage_error(f"--journal: {exc}") from None
+    record = _journal(journal, "capacity", sc.name)
     runner = _backend(backend, jobs, ray_address)
     with runner, _run_errors(scenario), _progress(console) as bar:
         total = max_runs * search_count(sc, pd_pools)
