@@ -116,8 +116,7 @@ def elementwise_ops(
     """The rank's memory-bound kernels: set by its tokens, the cached tokens its expand-path
     chunks up-project (`expanded`) and whether it runs decodes only (an engine's fusions of
     graph-replayed decode), which is all `rank_elementwise` reads of its segments."""
-    one = _token_segment(tokens, expanded)
-    one = RankSegments(q=one.q, k=one.k, is_decode=np.array([all_decode]), path=one.path)
+    one = _token_segment(tokens, expanded, all_decode)
     return {"elementwise": rank_elementwise(pr, c, one, engine)}
 
 
@@ -173,14 +172,16 @@ def chunk_token_ops(
     return {"mtp_prefill": part}
 
 
-def _token_segment(tokens: float, expanded: float) -> RankSegments:
+def _token_segment(tokens: float, expanded: float, all_decode: bool | None = None) -> RankSegments:
     """One segment standing for a rank's `tokens`, with `expanded` cached tokens on the
-    expand path: all the memory-bound kernels read of a rank's segments."""
+    expand path, decode-only if `all_decode` (default: when nothing is expanded): all the
+    memory-bound kernels read of a rank's segments."""
     path = EXPAND if expanded > 0 else ABSORB
+    decode = expanded <= 0 if all_decode is None else all_decode
     return RankSegments(
         q=np.array([tokens]),
         k=np.array([expanded if expanded > 0 else tokens]),
-        is_decode=np.array([expanded <= 0]),
+        is_decode=np.array([decode]),
         path=np.full(1, path, dtype=np.int8),
     )
 
