@@ -64,8 +64,15 @@ def fifo_admit(
     the pages `reserve` keeps for its own tokens to come), a free slot and (with prefill left)
     the rank's prefill budget, and stops at the first that does not. Ranks do not share a
     budget, so they are taken one after another: a step admits a few requests (its arrivals
-    and completions), and a loop over them reads Python ints, not arrays.
+    and completions), and a loop over them reads Python ints, not arrays. When no rank holds
+    more than one queued request and nothing is reserved (the usual step: each arrival on its
+    own rank, every queue empty after admission), `_admit_heads` does the same in a few array
+    operations over the queue heads.
     """
+    if reserve is None:
+        g = ranks + lo
+        if q.single_heads(g):
+            return _admit_heads(q, g, ranks, budget)
     free, slots, left = (budget.free_pages.tolist(), budget.free_slots.tolist(),
                          budget.prefill_tokens.tolist())  # fmt: skip
     ids: list[int] = []
@@ -101,6 +108,30 @@ def fifo_admit(
     budget.prefill_tokens[at] = np.array([left[r] for r in touched], dtype=np.int64)
     return (np.array(ids, dtype=np.int64), np.array(on, dtype=np.int64),
             np.array(pages, dtype=np.int64), np.array(chunks, dtype=np.int64))  # fmt: skip
+
+
+def _admit_heads(
+    q: RankQueues, g: IntArray, ranks: IntArray, budget: RankBudget
+) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """`fifo_admit` where each of `ranks` queues exactly one request, whose pages and slot
+    already fit (`RankQueues.admissible`): it joins unless it has prefill left and its rank's
+    prefill budget is spent, with a chunk of what the budget has left (`g`: `ranks` in the
+    pool)."""
+    ids, pages, tokens = q.heads(g)
+    left = budget.prefill_tokens[ranks]
+    joins = (tokens == 0) | (left > 0)
+    if not joins.all():
+        ranks, g, ids, pages, tokens, left = (
+            a[joins] for a in (ranks, g, ids, pages, tokens, left)
+        )
+        if ranks.shape[0] == 0:
+            return _NONE, _NONE, _NONE, _NONE
+    chunks = np.minimum(tokens, left)
+    budget.free_pages[ranks] -= pages
+    budget.free_slots[ranks] -= 1
+    budget.prefill_tokens[ranks] = left - chunks
+    q.drop_heads(g)
+    return ids, ranks, pages, chunks
 
 
 def _reserved(t: RequestTable, reserve: Reserve, i: int, p: int, tok: int) -> int:

@@ -22,14 +22,16 @@ class RankQueues:
     """One FIFO per rank of a pool, with per-rank counters kept in numpy arrays."""
 
     EMPTY = np.iinfo(np.int64).max  # head_pages of an empty queue: never admissible
+    # (head id, head pages, head tokens, length, queued pages) of an empty queue
+    _EMPTIED = np.array([[-1], [EMPTY], [0], [0], [0]], dtype=np.int64)
 
     def __init__(self, num_ranks: int) -> None:
         self._q: list[deque[Entry]] = [deque() for _ in range(num_ranks)]
-        self.length = np.zeros(num_ranks, dtype=np.int64)
-        self.head_pages = np.full(num_ranks, self.EMPTY, dtype=np.int64)
-        self.head_ids = np.full(num_ranks, -1, dtype=np.int64)
-        self.head_tokens = np.zeros(num_ranks, dtype=np.int64)
-        self.queued_pages = np.zeros(num_ranks, dtype=np.int64)
+        # one row per counter, so the heads of many ranks are read or emptied in one operation
+        self._state = np.repeat(self._EMPTIED, num_ranks, axis=1)
+        self.head_ids, self.head_pages, self.head_tokens, self.length, self.queued_pages = (
+            self._state
+        )
 
     def _head(self, r: int) -> None:
         q = self._q[r]
@@ -95,6 +97,22 @@ class RankQueues:
         self.head_ids[at] = np.array(hi, dtype=np.int64)
         self.head_pages[at] = np.array(hp, dtype=np.int64)
         self.head_tokens[at] = np.array(ht, dtype=np.int64)
+
+    def single_heads(self, ranks: IntArray) -> bool:
+        """Whether each of `ranks` (none empty) queues exactly one request."""
+        return bool((self.length[ranks] == 1).all())
+
+    def heads(self, ranks: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+        """(ids, pages, prefill tokens) of the first entry of each of `ranks`."""
+        ids, pages, tokens = self._state[:3, ranks]
+        return ids, pages, tokens
+
+    def drop_heads(self, ranks: IntArray) -> None:
+        """Empty `ranks` (distinct), each of which queues exactly one request: admitted."""
+        qs = self._q
+        for r in ranks.tolist():
+            qs[r].popleft()
+        self._state[:, ranks] = self._EMPTIED
 
     def ids(self, r: int) -> list[int]:
         return [e[0] for e in self._q[r]]

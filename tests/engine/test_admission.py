@@ -52,3 +52,39 @@ def test_reserve_counts_against_free_pages() -> None:
     # id 0 needs 3 + 1 of 5 pages, id 3 5 + 1 of 6; then id 1 needs 2 + 1 of rank 0's 1 left
     assert ids.tolist() == [0, 3] and pages.tolist() == [3, 5]  # the reserve is not taken
     assert budget.free_pages.tolist() == [1, 0]
+
+
+def test_single_head_ranks_admit_as_the_queue_walk_does() -> None:
+    """With one request queued per admissible rank, `fifo_admit` takes its array path over the
+    queue heads; a reserve of zero pages forces the walk over each queue: both must admit the
+    same requests with the same chunks and leave the same budget and queues."""
+
+    def nothing(ids: IntArray, covered: IntArray, held: IntArray) -> IntArray:
+        return np.zeros(ids.shape[0], dtype=np.int64)
+
+    R, lo = 12, 4
+    t = RequestTable()
+    t.add(np.zeros(64), np.full(64, 100), np.full(64, 8), np.zeros(64, dtype=np.int64))
+    admitted = refused = 0
+    for trial in range(40):
+        runs = []
+        for reserve in (None, nothing):
+            rng = np.random.default_rng(trial)  # both runs draw the same case
+            q = RankQueues(lo + R)
+            ranks = np.sort(rng.choice(R, size=rng.integers(1, R), replace=False))
+            n = ranks.shape[0]
+            tokens = np.where(rng.random(n) < 0.5, 0, rng.integers(1, 300, n))
+            q.push_many(ranks + lo, np.arange(n), rng.integers(1, 9, n), tokens)
+            budget = RankBudget(
+                np.full(R, 20), rng.integers(1, 3, R), np.where(rng.random(R) < 0.3, 0, 128)
+            )
+            got = fifo_admit(q, t, lo, ranks, budget, reserve)
+            state = [q.length.tolist(), q.head_ids.tolist(), q.queued_pages.tolist()]
+            runs.append(([a.tolist() for a in got], budget, state))
+        (a, ba, qa), (b, bb, qb) = runs
+        assert a == b and qa == qb
+        for name in ("free_pages", "free_slots", "prefill_tokens"):
+            assert getattr(ba, name).tolist() == getattr(bb, name).tolist()
+        admitted += len(a[0])
+        refused += int(ranks.shape[0]) - len(a[0])
+    assert admitted > 0 and refused > 0  # both outcomes of the budget test were exercised
