@@ -64,15 +64,36 @@ def fifo_admit(
     the pages `reserve` keeps for its own tokens to come), a free slot and (with prefill left)
     the rank's prefill budget, and stops at the first that does not. Ranks do not share a
     budget, so they are taken one after another: a step admits a few requests (its arrivals
-    and completions), and a loop over them reads Python ints, not arrays. When no rank holds
-    more than one queued request and nothing is reserved (the usual step: each arrival on its
-    own rank, every queue empty after admission), `_admit_heads` does the same in a few array
-    operations over the queue heads.
+    and completions), and a loop over them reads Python ints, not arrays (`_walk`). Where
+    nothing is reserved, ranks that queue a single request (the usual step: each arrival on its
+    own rank, every queue empty after admission) are admitted by `_admit_heads` in a few array
+    operations over the queue heads instead.
     """
     if reserve is None:
         g = ranks + lo
-        if q.single_heads(g):
+        single = q.single_heads(g)
+        if single.all():
             return _admit_heads(q, g, ranks, budget)
+        if single.any():  # the walk for ranks queueing more, merged in rank order
+            heads = _admit_heads(q, g[single], ranks[single], budget)
+            walked = _walk(q, t, lo, ranks[~single], budget, None)
+            order = np.argsort(np.concatenate([heads[1], walked[1]]), kind="stable")
+            ids, on, pages, chunks = (
+                np.concatenate([a, b])[order] for a, b in zip(heads, walked, strict=True)
+            )
+            return ids, on, pages, chunks
+    return _walk(q, t, lo, ranks, budget, reserve)
+
+
+def _walk(
+    q: RankQueues,
+    t: RequestTable,
+    lo: int,
+    ranks: IntArray,
+    budget: RankBudget,
+    reserve: Reserve | None,
+) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """`fifo_admit` rank after rank, each rank's queue in order."""
     free, slots, left = (budget.free_pages.tolist(), budget.free_slots.tolist(),
                          budget.prefill_tokens.tolist())  # fmt: skip
     ids: list[int] = []

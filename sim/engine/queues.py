@@ -98,9 +98,9 @@ class RankQueues:
         self.head_pages[at] = np.array(hp, dtype=np.int64)
         self.head_tokens[at] = np.array(ht, dtype=np.int64)
 
-    def single_heads(self, ranks: IntArray) -> bool:
+    def single_heads(self, ranks: IntArray) -> np.ndarray:
         """Whether each of `ranks` (none empty) queues exactly one request."""
-        return bool((self.length[ranks] == 1).all())
+        return self.length[ranks] == 1  # type: ignore[no-any-return]
 
     def heads(self, ranks: IntArray) -> tuple[IntArray, IntArray, IntArray]:
         """(ids, pages, prefill tokens) of the first entry of each of `ranks`."""

@@ -55,9 +55,10 @@ def test_reserve_counts_against_free_pages() -> None:
 
 
 def test_single_head_ranks_admit_as_the_queue_walk_does() -> None:
-    """With one request queued per admissible rank, `fifo_admit` takes its array path over the
-    queue heads; a reserve of zero pages forces the walk over each queue: both must admit the
-    same requests with the same chunks and leave the same budget and queues."""
+    """Ranks with one request queued admit through `fifo_admit`'s array path over the queue
+    heads (the others walk their queue); a reserve of zero pages forces the walk everywhere:
+    both must admit the same requests in the same order with the same chunks and leave the
+    same budget and queues."""
 
     def nothing(ids: IntArray, covered: IntArray, held: IntArray) -> IntArray:
         return np.zeros(ids.shape[0], dtype=np.int64)
@@ -75,11 +76,17 @@ def test_single_head_ranks_admit_as_the_queue_walk_does() -> None:
             n = ranks.shape[0]
             tokens = np.where(rng.random(n) < 0.5, 0, rng.integers(1, 300, n))
             q.push_many(ranks + lo, np.arange(n), rng.integers(1, 9, n), tokens)
+            if trial % 2:  # some ranks queue more: those walk their queue, the rest do not
+                more = ranks[rng.random(n) < 0.4]
+                m = more.shape[0]
+                q.push_many(more + lo, n + np.arange(m), rng.integers(1, 9, m),
+                            rng.integers(0, 200, m))  # fmt: skip
             budget = RankBudget(
                 np.full(R, 20), rng.integers(1, 3, R), np.where(rng.random(R) < 0.3, 0, 128)
             )
             got = fifo_admit(q, t, lo, ranks, budget, reserve)
-            state = [q.length.tolist(), q.head_ids.tolist(), q.queued_pages.tolist()]
+            state = [q.length.tolist(), q.head_ids.tolist(), q.queued_pages.tolist(),
+                     q.head_pages.tolist(), q.head_tokens.tolist()]  # fmt: skip
             runs.append(([a.tolist() for a in got], budget, state))
         (a, ba, qa), (b, bb, qb) = runs
         assert a == b and qa == qb
