@@ -8,7 +8,6 @@ in a registry; an unknown name lists the known ones.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,8 +15,8 @@ import numpy as np
 
 from sim.engine.requests import IntArray
 
-# up to this many arrivals, `_merge_argmin` picks one by one from a heap (numpy's call overhead
-# beats the merge's arithmetic for a few arrivals)
+# up to this many arrivals, `_merge_argmin` sorts the few candidate pairs (`_few_picks`) instead
+# of bisecting on a level
 _LOOP_MAX = 48
 
 
@@ -43,20 +42,19 @@ def _sequential_argmin(score: IntArray, add: IntArray) -> IntArray:
     return out
 
 
-def _heap_picks(s: IntArray, step: int, k: int) -> IntArray:
-    """`_merge_argmin` for a few picks: a heap of (score, rank) over the k ranks of lowest
-    (score, rank), the only ones that can be picked (a rank outside them would come after all
-    k of them had been picked once)."""
+def _few_picks(s: IntArray, step: int, k: int) -> IntArray:
+    """`_merge_argmin` for a few picks. Only the k ranks of lowest (score, rank) can be picked
+    (a rank outside them would come after all k of them had been picked once), and their k
+    first scores s, s + step, ... hold every pick: the picks are the k smallest of those k x k
+    (score, rank) pairs, in order, each pair one integer key score * R + rank."""
     R = s.shape[0]
-    cand = np.argpartition(s * R + np.arange(R), k - 1)[:k] if k < R else np.arange(R)
-    heap = list(zip(s[cand].tolist(), cand.tolist(), strict=True))
-    heapq.heapify(heap)
-    out = [0] * k
-    for i in range(k):
-        v, r = heap[0]
-        out[i] = r
-        heapq.heapreplace(heap, (v + step, r))
-    return np.array(out, dtype=np.int64)
+    key = s * R + np.arange(R)
+    if k < R:
+        key = key[np.argpartition(key, k - 1)[:k]]
+    pairs = (key[:, None] + (step * R) * np.arange(k)).ravel()
+    picks = np.partition(pairs, k - 1)[:k] if pairs.shape[0] > k else pairs
+    picks.sort()
+    return picks % R  # type: ignore[no-any-return]
 
 
 def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
@@ -69,7 +67,7 @@ def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
     """
     s = score.astype(np.int64, copy=True)
     if k <= _LOOP_MAX:
-        return _heap_picks(s, step, k)
+        return _few_picks(s, step, k)
     lo = int(s.min())
     hi = lo + step * (k - 1)  # the lowest rank alone has k pairs up to here
     while lo < hi:
