@@ -1,15 +1,18 @@
 """Per-rank waiting queues: FIFO, preempted requests go back to the front.
 
 Each entry carries what admission needs (KV pages, prefill tokens), fixed when it is queued, so
-admitting reads Python ints rather than the request table. The first entry of every queue is
-also kept in arrays (`head_ids`, `head_pages`, `head_tokens`), so a scheduler finds the ranks that
-can admit anything in one vectorised test; admission then reads those ranks' queues in order
-(`front`) and drops what it took (`drop_fronts`).
+admitting reads Python ints rather than the request table. The first entry of every queue lives
+in arrays (`head_ids`, `head_pages`, `head_tokens`), the entries behind it in a Python deque per
+rank: a scheduler finds the ranks that can admit anything in one vectorised test, and in the
+usual step (each arrival on its own empty queue, admitted at once) requests join and leave the
+queues through array operations alone. Admission walks longer queues in order (`front`) and drops
+what it took (`drop_fronts`).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -26,67 +29,89 @@ class RankQueues:
     _EMPTIED = np.array([[-1], [EMPTY], [0], [0], [0]], dtype=np.int64)
 
     def __init__(self, num_ranks: int) -> None:
-        self._q: list[deque[Entry]] = [deque() for _ in range(num_ranks)]
+        self._rest: list[deque[Entry]] = [deque() for _ in range(num_ranks)]  # behind the head
         # one row per counter, so the heads of many ranks are read or emptied in one operation
         self._state = np.repeat(self._EMPTIED, num_ranks, axis=1)
         self.head_ids, self.head_pages, self.head_tokens, self.length, self.queued_pages = (
             self._state
         )
 
-    def _head(self, r: int) -> None:
-        q = self._q[r]
-        if q:
-            self.head_ids[r], self.head_pages[r], self.head_tokens[r] = q[0]
-        else:
-            self.head_ids[r], self.head_pages[r], self.head_tokens[r] = -1, self.EMPTY, 0
+    def _head(self, r: int) -> Entry:
+        return int(self.head_ids[r]), int(self.head_pages[r]), int(self.head_tokens[r])
 
-    def _touch(self, r: int) -> None:
-        self.length[r] = len(self._q[r])
-        self._head(r)
+    def _set_head(self, r: int, e: Entry | None) -> None:
+        """Rank r's head becomes `e` (None: the queue is empty); length and pages are the
+        caller's."""
+        self.head_ids[r], self.head_pages[r], self.head_tokens[r] = (
+            (-1, self.EMPTY, 0) if e is None else e
+        )
 
     def push_many(self, ranks: IntArray, ids: IntArray, pages: IntArray, tokens: IntArray) -> None:
         """Queue entry (ids[k], pages[k], tokens[k]) at the back of rank ranks[k], in order."""
-        qs, hi, hp, ht = self._q, self.head_ids, self.head_pages, self.head_tokens
-        for r, i, p, t in zip(ranks.tolist(), ids.tolist(), pages.tolist(), tokens.tolist(),
-                              strict=True):  # fmt: skip
-            q = qs[r]
-            if not q:  # the head changes only when the queue was empty
-                hi[r], hp[r], ht[r] = i, p, t
-            q.append((i, p, t))
         n = self.length.shape[0]
-        self.length += np.bincount(ranks, minlength=n)
+        added = np.bincount(ranks, minlength=n)
+        if ranks.shape[0] and not self.length[ranks].any() and int(added.max()) == 1:
+            # distinct ranks, every queue empty: each entry is its rank's head
+            st = self._state
+            st[0, ranks], st[1, ranks], st[2, ranks] = ids, pages, tokens
+            st[3, ranks] = 1
+            st[4, ranks] = pages
+            return
+        lens, rest = self.length.tolist(), self._rest
+        started: list[int] = []
+        heads: list[Entry] = []
+        entries = zip(ids.tolist(), pages.tolist(), tokens.tolist(), strict=True)
+        for r, e in zip(ranks.tolist(), entries, strict=True):
+            if lens[r] == 0:
+                lens[r] = 1
+                started.append(r)
+                heads.append(e)
+            else:
+                rest[r].append(e)
+        if started:
+            self._state[:3, np.array(started, dtype=np.int64)] = np.array(heads).T
+        self.length += added
         np.add.at(self.queued_pages, ranks, pages)
 
     def push_front(self, r: int, entries: list[Entry]) -> None:
         """Put `entries` (oldest first) ahead of everything queued on rank r."""
-        self._q[r].extendleft(reversed(entries))
+        if not entries:
+            return
+        behind = entries[1:]
+        if self.length[r]:
+            behind.append(self._head(r))
+        self._rest[r].extendleft(reversed(behind))
+        self._set_head(r, entries[0])
+        self.length[r] += len(entries)
         self.queued_pages[r] += sum(e[1] for e in entries)
-        self._touch(r)
 
     def pop_heads(self, ranks: IntArray) -> None:
         """Drop the first entry of each of `ranks` (distinct, none empty): admitted heads."""
         self.drop_fronts(ranks.tolist(), [1] * int(ranks.shape[0]))
 
-    def front(self, r: int) -> deque[Entry]:
+    def front(self, r: int) -> Iterator[Entry]:
         """Rank r's queue, oldest first, to read (change it only through this class)."""
-        return self._q[r]
+        if self.length[r]:
+            yield self._head(r)
+            yield from self._rest[r]
 
     def drop_fronts(self, ranks: list[int], counts: list[int]) -> None:
         """Drop the first counts[k] entries of rank ranks[k] (ranks distinct): admitted."""
         if not ranks:
             return
-        qs, empty = self._q, self.EMPTY
+        rest, empty = self._rest, self.EMPTY
+        heads = self.head_pages[np.array(ranks, dtype=np.int64)].tolist()
         pages: list[int] = []
         hi: list[int] = []
         hp: list[int] = []
         ht: list[int] = []
-        for r, k in zip(ranks, counts, strict=True):
-            q = qs[r]
-            gone = 0
-            for _ in range(k):
+        for r, k, head in zip(ranks, counts, heads, strict=True):
+            q = rest[r]
+            gone = head
+            for _ in range(k - 1):
                 gone += q.popleft()[1]
             pages.append(gone)
-            i, p, t = q[0] if q else (-1, empty, 0)
+            i, p, t = q.popleft() if q else (-1, empty, 0)
             hi.append(i)
             hp.append(p)
             ht.append(t)
@@ -109,13 +134,10 @@ class RankQueues:
 
     def drop_heads(self, ranks: IntArray) -> None:
         """Empty `ranks` (distinct), each of which queues exactly one request: admitted."""
-        qs = self._q
-        for r in ranks.tolist():
-            qs[r].popleft()
         self._state[:, ranks] = self._EMPTIED
 
     def ids(self, r: int) -> list[int]:
-        return [e[0] for e in self._q[r]]
+        return [e[0] for e in self.front(r)]
 
     def admissible(self, lo: int, hi: int, free_pages: IntArray, free_slots: IntArray) -> IntArray:
         """Ranks in [lo, hi) whose first request fits now (as indices relative to lo)."""
