@@ -123,16 +123,13 @@ class ServingCostModel:
             topk_in_indexer=_indexer_times_topk(profile),
         )
         self._rank_memo: BoundedCache[RankShape, RankWork] = BoundedCache(RANK_MEMO_ENTRIES)
-        self._parts_memo: BoundedCache[RankShape, tuple[float, float]] = BoundedCache(
-            RANK_MEMO_ENTRIES
-        )
-        self._unit_memo: BoundedCache[tuple[object, ...], dict[str, OpTime]] = BoundedCache(
-            UNIT_MEMO_ENTRIES
-        )
+        self._parts_memo: BoundedCache[RankShape, tuple[float, float]]
+        self._parts_memo = BoundedCache(RANK_MEMO_ENTRIES)
+        self._unit_memo: BoundedCache[tuple[object, ...], dict[str, OpTime]]
+        self._unit_memo = BoundedCache(UNIT_MEMO_ENTRIES)
         # two-batch overlap's schedule of a step's stages (a pure function of them)
-        self._schedule_memo: BoundedCache[tuple[object, ...], float] = BoundedCache(
-            UNIT_MEMO_ENTRIES
-        )
+        self._schedule_memo: BoundedCache[tuple[object, ...], float]
+        self._schedule_memo = BoundedCache(UNIT_MEMO_ENTRIES)
         # ranks with prompt chunks: priced from memoised parts where the work splits into them
         self._mixed = MixedRanks(self.pricer, self.ctx, d, gpu) if separable(self.ctx) else None
 
@@ -331,12 +328,14 @@ class ServingCostModel:
         # a micro-batch lasts as long as its slowest rank's part. Decode ranks' parts follow
         # their whole work (the slowest one's are the largest); a prefill rank's need not
         # (each part of a chunk reads its whole prefix), so each is priced
-        has_prefill = np.zeros(batch.num_ranks, dtype=bool)
-        if not load.decode_only:
+        if load.decode_only:  # the slowest splitting rank's parts are the largest
+            candidates = [int(np.argmax(np.where(split, rank_s, -1.0)))]
+        else:
+            has_prefill = np.zeros(batch.num_ranks, dtype=bool)
             has_prefill[batch.rank[~batch.is_decode]] = True
-        candidates = np.flatnonzero(split & has_prefill).tolist()
-        if (split & ~has_prefill).any():
-            candidates.append(int(np.argmax(np.where(split & ~has_prefill, rank_s, -1.0))))
+            candidates = np.flatnonzero(split & has_prefill).tolist()
+            if (split & ~has_prefill).any():
+                candidates.append(int(np.argmax(np.where(split & ~has_prefill, rank_s, -1.0))))
         # a part is less work than its whole rank, so costs no more (pricing is monotone in
         # work): ranks whose whole MoE-layer work cannot raise either half's maximum are skipped
         m = self.model
