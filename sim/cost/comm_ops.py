@@ -88,13 +88,21 @@ class CommLoad:
 
 
 def comm_loads(
-    batch: BatchShape, tokens_r: np.ndarray, crit: int, *, mtp: bool
+    batch: BatchShape,
+    tokens_r: np.ndarray,
+    crit: int,
+    *,
+    mtp: bool,
+    requests_r: np.ndarray | None = None,
 ) -> tuple[CommLoad, CommLoad | None, CommLoad | None]:
     """What sizes a step's unit-wide work (`tokens_r`: tokens per rank, `crit`: the critical
     rank); with MTP, also its draft passes' (one token per decode request) and the MTP
-    module's pass over the step's prefill chunks (None when there is no such pass)."""
+    module's pass over the step's prefill chunks (None when there is no such pass).
+    `requests_r`: the requests per rank of a decode-only step, where the caller has counted
+    them (its decode requests, so they need not be counted again)."""
     dec = batch.is_decode
-    load = _load(tokens_r, crit, decode_only=bool(dec.all()))
+    decode_only = requests_r is not None or bool(dec.all())
+    load = _load(tokens_r, crit, decode_only=decode_only)
     draft = extend = None
     if not load.decode_only:
         dec_tokens = _tokens_per_rank(batch, dec)
@@ -105,7 +113,9 @@ def comm_loads(
         )
         if mtp:
             extend = _load(tokens_r - dec_tokens, crit, decode_only=False)
-    if mtp and dec.any():
+    if mtp and requests_r is not None:
+        draft = _load(requests_r.astype(np.float64), crit, decode_only=True)
+    elif mtp and dec.any():
         dec_r = np.bincount(batch.rank[dec], minlength=batch.num_ranks).astype(np.float64)
         draft = _load(dec_r, crit, decode_only=True)  # low-latency kernels
     return load, draft, extend

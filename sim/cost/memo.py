@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from functools import partial
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -69,3 +70,19 @@ class BoundedCache(Generic[K, V]):
             return value
         entries.move_to_end(key)
         return value
+
+    def get_many(self, keys: Iterable[K], compute: Callable[[K], V]) -> list[V]:
+        """`get` of each key in turn, `compute(key)` on a miss: one call for a step's many
+        lookups, most of them hits."""
+        entries, out = self._entries, []
+        for key in keys:
+            value = entries.get(key, _MISSING)
+            if value is _MISSING:
+                value = self.get(key, partial(compute, key))
+            else:
+                entries.move_to_end(key)
+            out.append(value)
+        return out  # type: ignore[return-value]
+
+
+_MISSING: Any = object()

@@ -38,13 +38,14 @@ from sim.cost.rank_work import (
     Ops,
     chunk_ops,
     chunk_token_ops,
+    decode_attention_ops,
     decode_ops,
     elementwise_ops,
     head_ops,
-    merge,
     token_ops,
+    weighted_merge,
 )
-from sim.cost.rate import scale, total_seconds
+from sim.cost.rate import total_seconds
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 
@@ -71,8 +72,7 @@ class MixedWork:
 
     @property
     def ops(self) -> Ops:
-        return merge(*({n: t if w == 1.0 else scale(t, w) for n, t in p.ops.items()}
-                       for w, p in self.parts))  # fmt: skip
+        return weighted_merge((w, p.ops) for w, p in self.parts)
 
 
 def _between(x: float) -> list[tuple[float, float]]:
@@ -105,21 +105,8 @@ class MixedRanks:
         """The rank's work at `shape`: the sum of its parts, the token-level ones interpolated
         between the buckets around its tokens."""
         pr, c, d = self.pr, self.ctx, self.d
-        x, rows = shape.expanded, shape.rows
-        parts: list[tuple[float, Part]] = []
-        for w, t in _between(shape.tokens):
-            parts.append((w, self._part(("tokens", t), partial(token_ops, pr, c, d, self.gpu, t))))
-            parts.append(
-                (
-                    w,
-                    self._part(
-                        ("elementwise", t, x),
-                        partial(
-                            elementwise_ops, pr, c, t, x, d.engine
-                        ),  # runs chunks: not all decode
-                    ),
-                )
-            )
+        rows = shape.rows
+        parts = self._token_parts(shape)
         chunk_work = shape.chunk_work
         parts += [
             (1.0, self._part(("head", rows), lambda: head_ops(pr, c, d, rows))),
@@ -148,15 +135,51 @@ class MixedRanks:
             moe_s=sum(w * p.moe_s for w, p in parts),
         )
 
+    def moe_s(self, shape: MixedShape) -> float:
+        """`work(shape).moe_s` from the parts with work in the MoE layers alone: the head, the
+        MTP passes (draft and extend) add none (`moe_layer_share` 0), so they are not priced.
+        The same terms in the same order, less the zeros: the same float."""
+        pr, c, d = self.pr, self.ctx, self.d
+        parts = self._token_parts(shape)
+        parts += [
+            (
+                1.0,
+                self._part(
+                    ("decode attention", shape.decode),
+                    lambda: decode_attention_ops(pr, c, self._decode(shape)),
+                ),
+            ),
+            (
+                1.0,
+                self._part(
+                    ("chunks", shape.chunks), lambda: chunk_ops(pr, c, d, self._chunks(shape))
+                ),
+            ),
+        ]
+        return sum(w * p.moe_s for w, p in parts)
+
     def halves_moe_s(self, shape: MixedShape) -> tuple[float, float]:
         """The rank's own work in the MoE layers of each of its two micro-batches."""
 
         def price() -> tuple[float, float]:
             first, second = halves(shape)
-            return self.work(first).moe_s, self.work(second).moe_s
+            return self.moe_s(first), self.moe_s(second)
 
         # the halves are split from the shape's decode groups and chunks alone
         return self._halves.get((shape.decode, shape.chunks), price)
+
+    def _token_parts(self, shape: MixedShape) -> list[tuple[float, Part]]:
+        """The token-level parts (projections, router, shared experts, dense MLP, TP
+        all-reduce; the memory-bound kernels), interpolated between the buckets around the
+        rank's tokens."""
+        pr, c, d, x = self.pr, self.ctx, self.d, shape.expanded
+        parts: list[tuple[float, Part]] = []
+        for w, t in _between(shape.tokens):
+            parts.append((w, self._part(("tokens", t), partial(token_ops, pr, c, d, self.gpu, t))))
+            # a rank running chunks is not all decode
+            kernels = partial(elementwise_ops, pr, c, t, x, d.engine)
+            parts.append((w, self._part(("elementwise", t, x), kernels)))
+        return parts
 
     def _part(self, key: tuple[object, ...], price: Callable[[], Ops]) -> Part:
         def compute() -> Part:

@@ -74,17 +74,19 @@ def mixed_shapes(
     on = dec & mixed[rank]
     decode_path = paths(q[on], k[on], dec[on])
     pre = np.flatnonzero(~dec)
-    order = pre[np.argsort(rank[pre], kind="stable")]
-    cuts = np.searchsorted(rank[order], ranks[1:])
-    chunk_path = np.empty(pre.size, dtype=np.int8)
-    where = np.searchsorted(pre, order)  # each sorted chunk's place among the chunks
-    for sel in np.split(np.arange(order.size), cuts):
-        seg = order[sel]
-        chunk_path[where[sel]] = paths(q[seg], k[seg], dec[seg])
+    if len(ranks) == 1:  # one rank's chunks: one extend batch
+        chunk_path = paths(q[pre], k[pre], dec[pre])
+    else:
+        where = np.argsort(rank[pre], kind="stable")  # each sorted chunk's place among them
+        order = pre[where]
+        cuts = np.searchsorted(rank[order], ranks[1:])
+        chunk_path = np.empty(pre.size, dtype=np.int8)
+        for sel in np.split(np.arange(order.size), cuts):
+            seg = order[sel]
+            chunk_path[where[sel]] = paths(q[seg], k[seg], dec[seg])
     pos = np.full(batch.num_ranks, -1, dtype=np.int64)
     pos[ranks] = np.arange(len(ranks))
     groups: list[list[DecodeGroup]] = [[] for _ in ranks]
-    on = dec & (pos[rank] >= 0)
     if on.any():  # decode groups by rank, path and width, as `rank_shape` keeps them
         code = rank[on] << 40 | decode_path.astype(np.int64) << 32 | q[on]
         kinds, inverse = np.unique(code, return_inverse=True)

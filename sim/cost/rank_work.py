@@ -12,6 +12,8 @@ prompt chunks, whose whole shape rarely repeats, is priced from parts that do
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from sim.cost.comm_ops import tp_allreduce
@@ -27,7 +29,7 @@ from sim.cost.layer_ops import (
     mla_layer,
 )
 from sim.cost.pricing import Pricer
-from sim.cost.rate import OpTime, combine, scale
+from sim.cost.rate import SOURCE_RANK, ZERO, OpTime, combine, scale
 from sim.cost.unit_work import draft_passes
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
@@ -215,11 +217,47 @@ def rank_parts(pr: Pricer, c: RankContext, d: Deployment, gpu: GpuSpec, s: RankS
 
 def merge(*parts: Ops) -> Ops:
     """Parts' ops by name, an op named in several the sum of theirs."""
-    out: Ops = {}
-    for part in parts:
+    return weighted_merge([(1.0, part) for part in parts])
+
+
+def weighted_merge(parts: Iterable[tuple[float, Ops]]) -> Ops:
+    """Parts' ops, each part's times `w` times (`scale`), by name: an op named in one part its
+    (scaled) time, one named in several the `combine` of theirs. The sum is accumulated in one
+    pass, in the parts' order, without the scaled times and partial sums as objects (a step
+    reads a chunk rank's ops from a dozen weighted parts): bit for bit what chaining `scale`
+    and `combine` gives."""
+    seen: dict[str, list[tuple[float, OpTime]]] = {}
+    for w, part in parts:
         for name, t in part.items():
-            out[name] = combine(out[name], t) if name in out else t
+            if name in seen:
+                seen[name].append((w, t))
+            else:
+                seen[name] = [(w, t)]
+    out: Ops = {}
+    for name, terms in seen.items():
+        if len(terms) == 1:
+            w, t = terms[0]
+            out[name] = t if w == 1.0 else scale(t, w)
+            continue
+        seconds, source, rank, extrapolated = 0.0, "", 3, False
+        for w, t in terms:
+            s = t.seconds if w == 1.0 else t.seconds * w
+            if s > 0.0:
+                seconds += s
+                r = SOURCE_RANK.get(t.source, 0)
+                if r < rank:
+                    source, rank = t.source, r
+                extrapolated = extrapolated or t.extrapolated
+        out[name] = (
+            OpTime(seconds=seconds, source=source, extrapolated=extrapolated) if rank < 3 else ZERO
+        )
     return out
+
+
+def decode_attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
+    """`decode_ops` but the MTP draft passes: the decode segments' attention cores alone."""
+    assert s.is_decode.all()
+    return _attention_ops(pr, c, s)
 
 
 def _attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:

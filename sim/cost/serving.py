@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -121,16 +123,13 @@ class ServingCostModel:
             topk_in_indexer=_indexer_times_topk(profile),
         )
         self._rank_memo: BoundedCache[RankShape, RankWork] = BoundedCache(RANK_MEMO_ENTRIES)
-        self._parts_memo: BoundedCache[RankShape, tuple[float, float]] = BoundedCache(
-            RANK_MEMO_ENTRIES
-        )
-        self._unit_memo: BoundedCache[tuple[object, ...], dict[str, OpTime]] = BoundedCache(
-            UNIT_MEMO_ENTRIES
-        )
+        self._parts_memo: BoundedCache[RankShape, tuple[float, float]]
+        self._parts_memo = BoundedCache(RANK_MEMO_ENTRIES)
+        self._unit_memo: BoundedCache[tuple[object, ...], dict[str, OpTime]]
+        self._unit_memo = BoundedCache(UNIT_MEMO_ENTRIES)
         # two-batch overlap's schedule of a step's stages (a pure function of them)
-        self._schedule_memo: BoundedCache[tuple[object, ...], float] = BoundedCache(
-            UNIT_MEMO_ENTRIES
-        )
+        self._schedule_memo: BoundedCache[tuple[object, ...], float]
+        self._schedule_memo = BoundedCache(UNIT_MEMO_ENTRIES)
         # ranks with prompt chunks: priced from memoised parts where the work splits into them
         self._mixed = MixedRanks(self.pricer, self.ctx, d, gpu) if separable(self.ctx) else None
 
@@ -164,18 +163,26 @@ class ServingCostModel:
         else:
             tokens_r = np.bincount(rank, weights=new.astype(np.float64), minlength=ranks)
         mixed = np.zeros(ranks, dtype=bool)
-        if not dec.all():
+        decode_only = bool(dec.all())
+        if not decode_only:
             mixed[rank[~dec]] = True
         busy_decode = ~mixed & (n_r > 0)
         shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r)
-        works = [self._rank_work(s) for s in shapes]
+        # ranks with chunks come first, priced by parts; decode ranks' shapes whole
+        n_mixed = int(np.count_nonzero(mixed)) if self._mixed is not None else 0
+        works: list[RankWork | MixedWork] = [self._rank_work(s) for s in shapes[:n_mixed]]
+        whole = cast(list[RankShape], shapes[n_mixed:])
+        works += self._rank_memo.get_many(whole, self._price_rank)
         totals = np.asarray([w.seconds for w in works] + [0.0])
         rank_s = totals[index]  # idle ranks index the trailing 0
         crit = int(np.argmax(rank_s))
         crit_work = works[int(index[crit])]
         mtp = self.deployment.mtp_draft_tokens > 0
+        # a decode-only step's requests per rank are its decode requests: counted once
+        counted = n_r if decode_only else None
         load, draft, extend = (
-            None if x is None else x.rounded() for x in comm_loads(batch, tokens_r, crit, mtp=mtp)
+            None if x is None else x.rounded()
+            for x in comm_loads(batch, tokens_r, crit, mtp=mtp, requests_r=counted)
         )
         assert load is not None
         unit_ops = self._unit_ops(load, draft, extend)
@@ -226,8 +233,10 @@ class ServingCostModel:
             paths = self._paths(q, k, batch.is_decode[sel])
             rs = np.flatnonzero(busy_decode)
             if int(q.min()) == int(q.max()) and int(paths.min()) == int(paths.max()):
-                kv = k.astype(np.float64)
-                kv_sum = np.bincount(rank[sel], weights=kv, minlength=ranks)[rs].astype(np.float64)
+                # whole-token contexts: their float64 sums are exact, whatever the order
+                kv_sum = np.bincount(rank[sel], weights=k, minlength=ranks)[rs].astype(
+                    np.float64, copy=False
+                )
                 more, at = decode_shapes(n_r[rs], kv_sum, int(q[0]), int(paths[0]))
                 index[rs] = at + len(shapes)
                 shapes += more
@@ -259,13 +268,11 @@ class ServingCostModel:
             assert self._mixed is not None
             return self._mixed.work(shape)
 
-        def price() -> RankWork:
-            ops = self._rank_ops(shape_segments(shape))
-            return RankWork(
-                seconds=total_seconds(ops), ops=ops, moe_s=moe_layers_s(self.model, ops)
-            )
+        return self._rank_memo.get(shape, partial(self._price_rank, shape))
 
-        return self._rank_memo.get(shape, price)
+    def _price_rank(self, shape: RankShape) -> RankWork:
+        ops = self._rank_ops(shape_segments(shape))
+        return RankWork(seconds=total_seconds(ops), ops=ops, moe_s=moe_layers_s(self.model, ops))
 
     def _rank_ops(self, s: RankSegments) -> dict[str, OpTime]:
         return rank_ops(self.pricer, self.ctx, self.deployment, self.gpu, s)
@@ -321,12 +328,14 @@ class ServingCostModel:
         # a micro-batch lasts as long as its slowest rank's part. Decode ranks' parts follow
         # their whole work (the slowest one's are the largest); a prefill rank's need not
         # (each part of a chunk reads its whole prefix), so each is priced
-        has_prefill = np.zeros(batch.num_ranks, dtype=bool)
-        if not load.decode_only:
+        if load.decode_only:  # the slowest splitting rank's parts are the largest
+            candidates = [int(np.argmax(np.where(split, rank_s, -1.0)))]
+        else:
+            has_prefill = np.zeros(batch.num_ranks, dtype=bool)
             has_prefill[batch.rank[~batch.is_decode]] = True
-        candidates = np.flatnonzero(split & has_prefill).tolist()
-        if (split & ~has_prefill).any():
-            candidates.append(int(np.argmax(np.where(split & ~has_prefill, rank_s, -1.0))))
+            candidates = np.flatnonzero(split & has_prefill).tolist()
+            if (split & ~has_prefill).any():
+                candidates.append(int(np.argmax(np.where(split & ~has_prefill, rank_s, -1.0))))
         # a part is less work than its whole rank, so costs no more (pricing is monotone in
         # work): ranks whose whole MoE-layer work cannot raise either half's maximum are skipped
         m = self.model

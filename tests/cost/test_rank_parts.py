@@ -9,7 +9,8 @@ import pytest
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.layer_ops import RankSegments
-from sim.cost.rank_work import rank_ops, rank_parts, separable
+from sim.cost.rank_work import rank_ops, rank_parts, separable, weighted_merge
+from sim.cost.rate import OpTime, combine, scale
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 
@@ -83,3 +84,31 @@ def test_a_rank_assembled_from_its_parts_prices_rank_ops_op_for_op(
         for name, t in whole.items():
             assert parts[name].seconds == pytest.approx(t.seconds, rel=1e-12), name
             assert (parts[name].source, parts[name].extrapolated) == (t.source, t.extrapolated)
+
+
+def test_weighted_merge_is_chained_scale_and_combine_bit_for_bit() -> None:
+    """`weighted_merge` sums in one pass what chaining `scale` and `combine` over the parts
+    gives: the same floats, sources, extrapolation flags, and a lone op's own object (its
+    detail kept) where no other part names it and its weight is 1."""
+    rng = np.random.default_rng(11)
+    sources = ["roofline", "published", "measured"]
+    for _ in range(300):
+        parts = []
+        for _ in range(int(rng.integers(1, 7))):
+            names = rng.choice(["a", "b", "c", "d"], int(rng.integers(0, 4)), replace=False)
+            ops = {
+                str(n): OpTime(
+                    seconds=float(rng.choice([0.0, rng.random() * 1e-3])),
+                    source=str(rng.choice(sources)),
+                    extrapolated=bool(rng.random() < 0.3),
+                    detail="table",
+                )
+                for n in names
+            }
+            parts.append((float(rng.choice([1.0, rng.random()])), ops))
+        want: dict[str, OpTime] = {}
+        for w, ops in parts:
+            for name, t in ops.items():
+                t = t if w == 1.0 else scale(t, w)
+                want[name] = combine(want[name], t) if name in want else t
+        assert weighted_merge(parts) == want

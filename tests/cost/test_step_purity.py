@@ -107,3 +107,20 @@ def test_the_memo_evicts_the_least_recently_used_entry_one_at_a_time() -> None:
     assert calls == [1, 2, 3, 4, 2]
     with pytest.raises(ValueError, match="max_entries"):
         BoundedCache(0)
+
+
+def test_many_lookups_at_once_hit_miss_and_evict_as_one_at_a_time() -> None:
+    """`get_many` is `get` of each key in turn: the same values, misses and evictions."""
+    one: BoundedCache[int, int] = BoundedCache(3)
+    many: BoundedCache[int, int] = BoundedCache(3)
+    calls: list[int] = []
+
+    def value(k: int) -> int:
+        calls.append(k)
+        return k * k
+
+    keys = [1, 2, 1, 3, 4, 1, 2, 5, 2]
+    want = [one.get(k, lambda k=k: k * k) for k in keys]  # type: ignore[misc]
+    assert many.get_many(keys, value) == want
+    assert calls == [1, 2, 3, 4, 2, 5]  # 2 was evicted by 4, so it is priced again
+    assert list(many._entries) == list(one._entries) == [1, 5, 2]
