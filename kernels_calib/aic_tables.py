@@ -31,7 +31,8 @@ from collections.abc import Iterable, Mapping
 from itertools import product
 from typing import Any
 
-from sim.cost.op_work import op_work
+from sim.cost.attention_ops import op_at
+from sim.cost.ops import elem_bytes
 from sim.specs.model import MlaSpec
 from sim.specs.profile import KeyValue, OpPoint, OpTable
 
@@ -87,11 +88,11 @@ def make_table(
     mla: MlaSpec | None = None,
     link_bytes_per_s: float | None = None,
 ) -> OpTable:
-    """An OpTable from grid cells (axis values -> latency, ms) with op_work's work per point."""
+    """An OpTable from grid cells (axis values -> latency, ms) with its op type's work per point."""
     points = []
     for coords, ms in sorted(cells.items()):
         at = dict(zip(axes, coords, strict=True))
-        flops, nbytes = op_work(op, {**key, **at}, mla_spec=mla, dtype=dtype)
+        flops, nbytes = op_at(op, {**key, **at}).work(mla, elem_bytes(dtype))
         points.append(OpPoint(at=at, latency_us_p50=ms * 1000.0, flops=flops, hbm_bytes=nbytes))
     return OpTable(
         op=op,

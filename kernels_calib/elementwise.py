@@ -6,10 +6,10 @@ kernel (CUDA, when importable) and torch (the add in place, then `torch.nn.funct
 several kernels in eager mode). The first that matches a float64 reference (relative error within
 the BF16 bound; NaN or Inf fails) is timed; a failing one is reported and skipped.
 
-Stored as `elementwise` tables over (tokens, width) with width = 2 x hidden: op_work's bytes
-(one BF16 read + one BF16 write of [tokens, width]) are then exactly the kernel's (x and residual
-read, both written), so the cost model prices every norm, RoPE, quant and activation kernel by
-its bytes from this one table (`sim.cost.elementwise`).
+Stored as `elementwise` tables over (tokens, width) with width = 2 x hidden: the `elementwise`
+op's bytes (one BF16 read + one BF16 write of [tokens, width]) are then exactly the kernel's (x
+and residual read, both written), so the cost model prices every norm, RoPE, quant and
+activation kernel by its bytes from this one table (`sim.cost.elementwise`).
 
 The family also measures the per-kernel launch cost: chains of LAUNCH_CHAIN tiny in-place adds
 (one kernel each on every backend) back to back, one CUDA graph per chain on a GPU as decode

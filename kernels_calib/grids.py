@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from sim.cost.op_work import op_work
+from sim.cost.attention_ops import op_at
+from sim.cost.ops import elem_bytes
 from sim.specs.model import MlaSpec
 from sim.specs.profile import KeyValue, OpPoint, OpTable
 
@@ -82,7 +83,8 @@ def make_tables(
 ) -> list[OpTable]:
     """Op tables from (coordinates, median latency us) rows, split into full grids.
 
-    `spreads` gives (p10, p90) per point when measured. FLOPs and bytes follow `op_work`.
+    `spreads` gives (p10, p90) per point when measured. FLOPs and bytes are
+    the op type's (`attention_ops.op_at`).
     """
     what = f"{op} {dict(key)} ({source})"
     latency = dedupe(rows, what, notes)
@@ -98,7 +100,7 @@ def make_tables(
         points = []
         for at in grid:
             attrs = dict(zip(axis_names, at, strict=True))
-            flops, nbytes = op_work(op, {**key, **attrs}, mla_spec=mla_spec, dtype=dtype)
+            flops, nbytes = op_at(op, {**key, **attrs}).work(mla_spec, elem_bytes(dtype))
             p10, p90 = (spreads or {}).get(at, (None, None))
             points.append(
                 OpPoint(

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from kernels_calib import correctness, mla_torch
 from kernels_calib.context import Ctx, Row
 from kernels_calib.timing import rotation_sets
-from sim.cost.op_work import kv_bytes_per_token
+from sim.cost.attention_ops import kv_bytes_per_token
 from sim.specs.profile import KeyValue
 
 TIMED_KV = ("bf16",)  # KV dtypes with a decode kernel to time (see the module docstring)

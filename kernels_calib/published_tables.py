@@ -1,7 +1,8 @@
 """Op tables from published kernel measurements: InferSim CSVs and DeepEP's README figures.
 
 Each table names its CSV (or README) as source. FLOPs and bytes are recomputed from the shapes
-with `sim.cost.op_work`; the CSVs' own `mfu` columns are not used.
+with the op types (`sim.cost.ops`, `sim.cost.attention_ops`); the CSVs' own `mfu` columns are
+not used.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from kernels_calib import published_figures as fig
 from kernels_calib.grids import make_tables
 from sim.cost.comm import BF16, FP8_DISPATCH_BYTES_PER_ELEM, distinct_hits
-from sim.cost.op_work import DEEPEP_GPUS_PER_NODE, DEEPEP_MAX_NODES
+from sim.cost.ops import DEEPEP_GPUS_PER_NODE, DEEPEP_MAX_NODES
 from sim.specs.model import MlaSpec
 from sim.specs.profile import KeyValue, OpTable
 
@@ -199,7 +200,7 @@ def _deepep_normal_copies(ep: int) -> float:
     them: inside a node, tokens each rank receives (from itself too); across nodes, (token,
     node) pairs after de-duplication, the sender's own node included, with the token's experts
     in min(nodes, 4) node groups. Uniform random routing (`comm.distinct_hits`); the layout is
-    `op_work`'s DeepEP benchmark one."""
+    `ops.EpDispatch`'s DeepEP benchmark one."""
     if ep <= DEEPEP_GPUS_PER_NODE:
         return distinct_hits(ep, fig.DEEPEP_TOPK)
     return distinct_hits(min(ep // DEEPEP_GPUS_PER_NODE, DEEPEP_MAX_NODES), fig.DEEPEP_TOPK)

@@ -1,17 +1,9 @@
-"""An op's `Rate` from a calibration profile's tables: exact at grid points, one rule elsewhere.
+"""An op's `Rate` from a calibration profile's tables: the one rule of `docs/cost-model.md`.
 
-The rule (`docs/cost-model.md` states it and what it was measured against): a query op q is
-priced at c, the point of the nearest table (numeric key attributes by log distance; a differing
-text attribute or dtype is `MISMATCH` away) where q's axis values are clamped to its grid; the
-table's latency t(c) is multilinear in log-latency over log-axes. Roofline seconds r of each
-resource (compute, memory or link traffic) are taken at the profile's typical efficiencies for
-the op. The table's fixed part F (`_fixed_s`) is kept whatever the work; of its work part
-W = t(c) - F, the resource that limits c runs at the efficiency W implies there and the other
-is credited its typical one, bounded as `_credit` says so that the credit moves continuously
-where c's limit changes. q costs F plus the slower of its own resources at those efficiencies:
-a `Rate`, read directly. A profile measured on another GPU is first carried to this one point by
-point by the same rule and made non-decreasing along each axis (`_carried`). An op without any
-table is priced at the profile's roofline factors ("roofline").
+A query op is read at the point of its nearest table (`_nearest`) clamped to that table's grid,
+interpolated log-log there (`Grid.latency_s`); the table's fixed part (`_fixed_s`) is kept and its
+work part credited per resource (`_credit`); a table from another GPU is first carried to this
+one (`_carried`). An op without any table is priced at the profile's roofline factors.
 """
 
 from __future__ import annotations
@@ -23,12 +15,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from sim.cost.op_work import OP_TYPES
+from sim.cost.attention_ops import OP_TYPES
 from sim.cost.ops import Op, elem_bytes
 from sim.cost.rate import Rate
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import MlaSpec, ModelSpec
-from sim.specs.profile import COMM_OPS, MLA_SHAPED_OPS, OP_ATTRIBUTES, OpTable, Profile, check_op
+from sim.specs.profile import COMM_OPS, MLA_SHAPED_OPS, OpTable, Profile, check_op
 
 MISMATCH = 10.0  # key distance of a differing text attribute or dtype (~ a 22000x numeric gap)
 
@@ -140,32 +132,29 @@ class CalibratedCost:
         """Whether the profile holds a table for `op` (else the roofline prices it)."""
         return op in self._grids
 
-    def rate(self, op: str, attrs: Mapping[str, object], dtype: str = "bf16") -> Rate:
-        """The rate of a compute op at `attrs` (every attribute of `OP_ATTRIBUTES[op]`).
-
-        Raises ValueError for a comm op (use `link_rate`), an unknown op or a wrong attribute."""
-        if op in COMM_OPS:
-            raise ValueError(f"{op} is a communication op: use link_rate()")
-        query = _op(op, attrs)
-        e_c, e_m = self._typical(op)
-        if op not in self._grids:
-            return self._roofline(op, e_c, e_m)
-        flops, bytes_ = query.work(self._mla, elem_bytes(dtype))
+    def rate(self, op: Op, dtype: str = "bf16") -> Rate:
+        """The rate of a compute op at its shape; ValueError for a comm op (use `link_rate`)."""
+        if op.op in COMM_OPS:
+            raise ValueError(f"{op.op} is a communication op: use link_rate()")
+        e_c, e_m = self._typical(op.op)
+        if op.op not in self._grids:
+            return self._roofline(op.op, e_c, e_m)
+        attrs = op.attributes()
+        flops, bytes_ = OP_TYPES[op.op].of(attrs).work(self._mla, elem_bytes(dtype))
         peak = self.gpu.peak_flops_per_s(dtype) * e_c
         bandwidth = self.gpu.hbm_bytes_per_s * e_m
-        return self._table_rate(op, attrs, dtype, (flops / peak, bytes_ / bandwidth))
+        return self._table_rate(op.op, attrs, dtype, (flops / peak, bytes_ / bandwidth))
 
-    def link_rate(self, op: str, attrs: Mapping[str, object], link_bytes_per_s: float) -> Rate:
-        """The rate of a comm op at `attrs` over a link of that speed (memory: link traffic)."""
-        if op not in COMM_OPS:
-            check_op(op)
-            raise ValueError(f"{op} is not a communication op: use rate()")
-        query = _op(op, attrs)
-        eff = self._typical(op)[1]
-        if op not in self._grids:
-            return self._roofline(op, math.inf, eff)
-        link_s = query.work(None, 1.0)[1] / (link_bytes_per_s * eff)
-        return self._table_rate(op, attrs, "bf16", (0.0, link_s))
+    def link_rate(self, op: Op, link_bytes_per_s: float) -> Rate:
+        """The rate of a comm op at its shape over a link of that speed (memory: link traffic)."""
+        if op.op not in COMM_OPS:
+            check_op(op.op)
+            raise ValueError(f"{op.op} is not a communication op: use rate()")
+        eff = self._typical(op.op)[1]
+        if op.op not in self._grids:
+            return self._roofline(op.op, math.inf, eff)
+        link_s = op.work(None, 1.0)[1] / (link_bytes_per_s * eff)
+        return self._table_rate(op.op, op.attributes(), "bf16", (0.0, link_s))
 
     def _roofline(self, op: str, compute_eff: float, memory_eff: float) -> Rate:
         """No table: the profile's roofline factors and its launch overhead."""
@@ -217,7 +206,7 @@ class CalibratedCost:
         """r of the table's op at on-grid `at` (the rest of its attributes from `attrs`) on the
         GPU it was measured on, at the profile's efficiencies."""
         table = grid.table
-        c = _op(table.op, {**attrs, **table.key, **at})
+        c = OP_TYPES[table.op].of({**attrs, **table.key, **at})
         flops, bytes_ = c.work(self._mla, elem_bytes(table.dtype))
         e_c, e_m = self._typical(table.op)
         return flops / (grid.peak * e_c), bytes_ / (grid.bandwidth * e_m)
@@ -288,15 +277,6 @@ def _credit(work_s: float, held: tuple[float, float]) -> tuple[float, float]:
     e_other = max(other / work_s, min(1.0, e_lim * lim / other)) if other > 0 else 1.0
     k = (1.0 / e_lim, 1.0 / e_other)
     return k if limit == 0 else (k[1], k[0])
-
-
-def _op(op: str, attrs: Mapping[str, object]) -> Op:
-    """The op `op` at `attrs`; ValueError for an unknown op or a missing or wrong attribute."""
-    check_op(op)
-    missing = [a for a in OP_ATTRIBUTES[op] if a not in attrs]
-    if missing:
-        raise ValueError(f"{op} needs attributes {missing}")
-    return OP_TYPES[op].of(attrs)
 
 
 def check_model(profile: Profile, model: ModelSpec) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 from sim.cost import comm
 from sim.cost.batch import BatchShape
 from sim.cost.memo import round_to_bucket
+from sim.cost.ops import AllGather, AllReduce, EpCombine, EpDispatch
 from sim.cost.pricing import Pricer
 from sim.cost.rate import ZERO, OpTime, combine, scale
 from sim.cost.routed import receive_skew
@@ -226,12 +227,12 @@ def dp_gather(
         return DpGather(rows=rows, op=ZERO)
     link = comm.group_link(g, gpus, d.gpus_per_node)
     if max_len:
-        attrs = {"bytes": rows * h * comm.BF16, "gpus": dp, "link": link.name}
+        gather = AllGather(bytes=rows * h * comm.BF16, gpus=dp, link=link.name)
         moved = comm.allgather_bytes(largest, h, dp)
-        return DpGather(rows, pr.link("all_gather", attrs, 2 * moved, link.bytes_per_s))
-    attrs = {"bytes": rows * h * comm.BF16, "gpus": gpus, "link": link.name}
+        return DpGather(rows, pr.link(gather, 2 * moved, link.bytes_per_s))
+    reduce = AllReduce(bytes=rows * h * comm.BF16, gpus=gpus, link=link.name)
     moved = comm.allreduce_bytes(rows, h, gpus)
-    return DpGather(rows, pr.link("all_reduce", attrs, 2 * moved, link.bytes_per_s))
+    return DpGather(rows, pr.link(reduce, 2 * moved, link.bytes_per_s))
 
 
 def tp_allreduce(pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, tokens: float) -> OpTime:
@@ -242,9 +243,9 @@ def tp_allreduce(pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, tokens: fl
     h = m.hidden_size
     per_layer = comm.allreduce_bytes(tokens, h, d.attn_tp)
     per_layer *= 2 if 1 < d.moe_tp <= d.attn_tp else 1
-    attrs = {"bytes": tokens * h * comm.BF16, "gpus": d.attn_tp, "link": "nvlink"}
+    op = AllReduce(bytes=tokens * h * comm.BF16, gpus=d.attn_tp, link="nvlink")
     link = comm.group_link(g, d.attn_tp, d.gpus_per_node)
-    return pr.link("all_reduce", attrs, per_layer, link.bytes_per_s)
+    return pr.link(op, per_layer, link.bytes_per_s)
 
 
 def ep_exchange(
@@ -265,17 +266,10 @@ def ep_exchange(
         max_nodes=cap,
         nvlink_speedup=g.nvlink_gb_s / g.nic_gb_s,
     )
-    attrs = {
-        "tokens_per_rank": max(per_gpu, 1.0),
-        "ep": d.ep,
-        "mode": mode,
-        "link": link.name,
-        "hidden": h,
-        "topk": moe.experts_per_token,
-    }
+    shape = (max(per_gpu, 1.0), d.ep, mode, link.name, h, moe.experts_per_token)
     return {
-        op: pr.link(op, attrs, fn(per_gpu, h, copies), link.bytes_per_s)
-        for op, fn in (("ep_dispatch", comm.dispatch_bytes), ("ep_combine", comm.combine_bytes))
+        op.op: pr.link(op(*shape), fn(per_gpu, h, copies), link.bytes_per_s)
+        for op, fn in ((EpDispatch, comm.dispatch_bytes), (EpCombine, comm.combine_bytes))
     }
 
 

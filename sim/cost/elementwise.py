@@ -35,8 +35,8 @@ an intermediate width, `E` routed experts, `k` experts per token); bytes per tok
   tokens into per-expert rows (2 d (1 + 4/128) B per token-expert pair) and `ep_gather` of the
   weighted expert outputs (4 d B per pair).
 
-Each kernel is one `elementwise` op whose width makes `op_work`'s bytes (one BF16 read + one BF16
-write of [tokens, width] = 4 x tokens x width) equal the kernel's real bytes: width = bytes per
+Each kernel is one `elementwise` op whose width makes `ops.Elementwise`'s bytes (one BF16 read + one
+BF16 write of [tokens, width] = 4 x tokens x width) equal the kernel's real bytes: width = bytes per
 token / 4 (fused add+RMSNorm: 2d; FP8 quant of k values: ~0.76 k). A measured elementwise table
 (kernels_calib times fused add+RMSNorm at width 2d) thus prices every kernel by its bytes, and a
 table point comes back exactly. Without a table a kernel is priced by the deployment's roofline
@@ -71,7 +71,7 @@ import numpy as np
 
 from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
 from sim.cost.layer_ops import RankContext, RankSegments
-from sim.cost.op_work import BF16, FP8_SCALE_GROUP
+from sim.cost.ops import BF16, FP8_SCALE_GROUP, Elementwise, ElementwiseKernel
 from sim.cost.pricing import Pricer
 from sim.cost.rate import OpTime, combine, scale
 from sim.cost.routed import busiest_tokens, prices_fused
@@ -80,7 +80,7 @@ from sim.specs.model import ModelSpec
 from sim.specs.profile import ELEMENTWISE
 
 FP8_VALUE = 1.0 + 4.0 / FP8_SCALE_GROUP  # e4m3 value plus its share of the fp32 group scale
-OP_BYTES_PER_WIDTH = 2 * BF16  # op_work: one BF16 read + one BF16 write per width unit
+OP_BYTES_PER_WIDTH = 2 * BF16  # ops.Elementwise: one BF16 read + one BF16 write per width unit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,7 +95,7 @@ class Kernel:
 
     @property
     def width(self) -> float:
-        """The op_work width whose bytes equal this kernel's."""
+        """The `ops.Elementwise` width whose bytes equal this kernel's."""
         return self.bytes_per_token / OP_BYTES_PER_WIDTH
 
 
@@ -135,21 +135,19 @@ def router_bytes(experts: int, topk: int) -> float:
 
 # the routed experts' activation kernels, inside a measured fused-MoE kernel's latency
 IN_FUSED_MOE = frozenset({"routed_silu_mul", "routed_silu_mul_quant", "routed_quant_down_input"})
-UNMEASURED = "elementwise_kernel"  # outside the vocabulary: the Pricer's roofline fallback
 
 
 def kernel_time(pr: Pricer, k: Kernel) -> OpTime:
     """One run of kernel `k`: from a measured elementwise table where the profile has one, else
     at the deployment's roofline fallback (which carries the engine's per-kernel figure)."""
-    attrs = {"tokens": k.tokens, "width": k.width}
-    op = ELEMENTWISE if pr.has_table(ELEMENTWISE) or pr.fallback is None else UNMEASURED
-    nbytes = k.tokens * k.bytes_per_token
-    t = pr.op(op, attrs, 0.0, nbytes)
+    measured = pr.has_table(ELEMENTWISE) or pr.fallback is None
+    op = (Elementwise if measured else ElementwiseKernel)(tokens=k.tokens, width=k.width)
+    t = pr.price(op)
     if k.launched:
         return t
-    # inside another kernel: only what its bytes add (an op's time is linear in its work)
-    twice = pr.op(op, attrs, 0.0, 2 * nbytes)
-    return OpTime(seconds=twice.seconds - t.seconds, source=t.source, extrapolated=t.extrapolated)
+    # inside another kernel: only what its bytes add, not its fixed part
+    seconds = t.seconds - pr.rate(op).fixed_s
+    return OpTime(seconds=seconds, source=t.source, extrapolated=t.extrapolated)
 
 
 def price(pr: Pricer, kernels: list[Kernel]) -> OpTime:

@@ -17,6 +17,7 @@ import numpy as np
 from sim.cost import comm
 from sim.cost.batch import BatchShape
 from sim.cost.layer_ops import RankContext, gemm
+from sim.cost.ops import AllGather, AllReduce
 from sim.cost.pricing import Pricer
 from sim.cost.rate import ZERO, OpTime, combine
 from sim.specs.deployment import Deployment
@@ -45,10 +46,10 @@ def unit_head(
     logits = rows * m.vocab_size * comm.BF16
     share = (gpus - 1) / gpus  # each GPU receives every other GPU's part of the full tensor
     gather = combine(
-        pr.link("all_reduce", {"bytes": hidden, "gpus": gpus, "link": link.name},
-                2 * share * hidden, link.bytes_per_s),
-        pr.link("all_gather", {"bytes": logits, "gpus": gpus, "link": link.name},
-                share * logits, link.bytes_per_s),
+        pr.link(AllReduce(bytes=hidden, gpus=gpus, link=link.name), 2 * share * hidden,
+                link.bytes_per_s),
+        pr.link(AllGather(bytes=logits, gpus=gpus, link=link.name), share * logits,
+                link.bytes_per_s),
     )  # fmt: skip
     head = gemm(pr, c, rows, m.hidden_size, m.vocab_size // gpus, "bf16")
     return {"lm_head": head, "logits_gather": gather}

@@ -12,10 +12,24 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.cost import mla
+from sim.cost.attention_ops import (
+    DsaAttnDecode,
+    DsaAttnPrefill,
+    DsaIndexerDecode,
+    DsaIndexerPrefill,
+    DsaTopk,
+    GqaDecode,
+    GqaPrefill,
+    Kda,
+    MlaDecode,
+    MlaExtendAbsorb,
+    MlaPrefill,
+    MlaPrefillChunked,
+    Segments,
+)
 from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED, SPARSE_ABSORB
 from sim.cost.memory import WEIGHT_BYTES, indexer_bytes_per_token_layer
-from sim.cost.ops import Bmm, Gemm, elem_bytes
+from sim.cost.ops import Bmm, Gemm
 from sim.cost.pricing import Pricer
 from sim.cost.rate import ZERO, OpTime, combine
 from sim.specs.model import ModelSpec
@@ -101,7 +115,7 @@ def compute_dtype(weight_dtype: str) -> str:
 
 
 def weight_excess_bytes(weight_dtype: str) -> float:
-    """Weight bytes per value beyond `op_work`'s convention (one value of the compute dtype):
+    """Weight bytes per value beyond the op types' convention (one value of the compute dtype):
     FP4's packing and scales against FP8; FP8's block scales are inside its tables' latencies."""
     compute = compute_dtype(weight_dtype)
     if weight_dtype == compute:
@@ -114,16 +128,12 @@ def gemm(
 ) -> OpTime:
     """One GEMM: m tokens x (k -> n) with the deployment's weight dtype, or `weight_dtype` for
     the weights SGLang keeps in BF16 whatever the checkpoint (lm_head, router, MTP eh_proj).
-
-    Work is `ops.Gemm`'s (activations in the compute dtype, outputs BF16), so a table point
-    comes back exactly."""
+    Work is `ops.Gemm`'s, so a table point comes back exactly."""
     if m <= 0:
         return ZERO
     w = weight_dtype or c.weight_dtype
-    attrs, dtype = {"m": m, "k": k, "n": n}, compute_dtype(w)
-    flops, bytes_ = Gemm(m=float(m), k=float(k), n=float(n)).work(None, elem_bytes(dtype))
-    bytes_ += k * n * weight_excess_bytes(w)
-    return pr.op("gemm", attrs, flops, bytes_, dtype)
+    op = Gemm(m=m, k=k, n=n, weight_excess=weight_excess_bytes(w))
+    return pr.price(op, compute_dtype(w))
 
 
 def absorb_bmm(pr: Pricer, c: RankContext, tokens: float) -> OpTime:
@@ -131,11 +141,8 @@ def absorb_bmm(pr: Pricer, c: RankContext, tokens: float) -> OpTime:
     mm, h = c.model.mla_spec, c.heads
     if tokens <= 0:
         return ZERO
-    parts = []
-    for k, n in ((mm.qk_nope_head_dim, mm.kv_lora_rank), (mm.kv_lora_rank, mm.v_head_dim)):
-        flops, bytes_ = Bmm(m=tokens, k=float(k), n=float(n), batch=float(h)).work(None, ACT)
-        parts.append(pr.op("bmm", {"m": tokens, "k": k, "n": n, "batch": h}, flops, bytes_))
-    return combine(*parts)
+    pairs = ((mm.qk_nope_head_dim, mm.kv_lora_rank), (mm.kv_lora_rank, mm.v_head_dim))
+    return combine(*(pr.price(Bmm(m=tokens, k=k, n=n, batch=h)) for k, n in pairs))
 
 
 def mla_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
@@ -164,149 +171,78 @@ def mla_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
     cores: list[OpTime] = []
     prefill: list[OpTime] = []
     if dense_dec.any():
-        cores.append(_absorbed_decode(pr, c, s.q[dense_dec], s.k[dense_dec]))
+        cores.append(pr.price(MlaDecode.over(_segments(c, s, dense_dec), c.kv_dtype, h)))
     if sparse.any():  # decode segments' sparse cores under attn_decode, extends' under prefill
         for decode, out in ((True, cores), (False, prefill)):
             sel = sparse & (s.is_decode == decode)
             if sel.any():
-                out.append(_sparse(pr, c, s.q[sel], s.k[sel], decode))
-        ops["dsa_indexer"] = dsa_indexer(pr, c, s.q[sparse], s.k[sparse], s.is_decode[sparse])
+                out.append(_sparse(pr, c, s, sel))
+        ops["dsa_indexer"] = dsa_indexer(pr, c, s, sparse)
     ops["attn_decode"] = combine(*cores)
 
     ext_abs = absorbed & ~s.is_decode & ~sparse
     if ext_abs.any():  # short extends after a short prefix (SGLang MLA for extend)
-        q, k = s.q[ext_abs], s.k[ext_abs]
-        attrs = {"new_tokens": float(q.mean()), "prefix_len": float((k - q).mean()), "heads": h}
-        flops = float(np.sum(mla.absorb_flops(mm, q, k, heads=h)))
-        weights = ACT * h * mm.kv_lora_rank * (mm.qk_nope_head_dim + mm.v_head_dim)  # W_UK, W_UV
-        bytes_ = float(k.sum()) * c.kv_bytes_layer + weights
-        prefill.append(pr.op("mla_extend_absorb", attrs, flops, bytes_))
-    for code, op in ((EXPAND, "mla_prefill"), (EXPAND_CHUNKED, "mla_prefill_chunked")):
+        prefill.append(pr.price(MlaExtendAbsorb.over(_segments(c, s, ext_abs), h)))
+    for code in (EXPAND, EXPAND_CHUNKED):
         sel = s.path == code
         if not sel.any():
             continue
-        q, k = s.q[sel], s.k[sel]
-        prefill.append(
-            gemm(pr, c, float(k.sum()), mm.kv_lora_rank, h * (mm.qk_nope_head_dim + mm.v_head_dim))
-        )  # kv_b up-projection
-        attrs = {"seq_len": float(q.mean()), "prefix_len": float((k - q).mean()), "heads": h}
+        kv_b = h * (mm.qk_nope_head_dim + mm.v_head_dim)
+        prefill.append(gemm(pr, c, float(s.k[sel].sum()), mm.kv_lora_rank, kv_b))  # up-projection
+        over = _segments(c, s, sel)
+        core = MlaPrefill.over(over, h)
         if code == EXPAND_CHUNKED:
-            attrs["chunk_tokens"] = c.chunk_tokens
-        flops = float(np.sum(mla.causal_pairs(q, k))) * mla.expand_pair_flops(mm, h)
-        bytes_ = ACT * h * float(np.sum((q + k) * qk + (k + q) * mm.v_head_dim))
-        prefill.append(pr.op(op, attrs, flops, bytes_))
+            core = MlaPrefillChunked.over(over, h, chunk_tokens=c.chunk_tokens)
+        prefill.append(pr.price(core))
     if prefill:
         ops["attn_prefill"] = combine(*prefill)
     return ops
 
 
-def _latent_query_output_bytes(c: RankContext) -> float:
-    """Per query token: its BF16 latent-space query (d_c + d_s) in and latent output (d_c) out."""
-    mm = c.model.mla_spec
-    return ACT * c.heads * (2 * mm.kv_lora_rank + mm.qk_rope_head_dim)
+def _segments(
+    c: RankContext, s: RankSegments, sel: NDArray[np.bool_], cache_bytes: float | None = None
+) -> Segments:
+    """The selected segments, each token of their cache `cache_bytes` (default: the
+    deployment's latent cache)."""
+    cache = c.kv_bytes_layer if cache_bytes is None else cache_bytes
+    return Segments(q=s.q[sel], k=s.k[sel], cache_bytes=cache)
 
 
-def _absorbed_decode(
-    pr: Pricer, c: RankContext, q: NDArray[np.float64], k: NDArray[np.float64]
-) -> OpTime:
-    mm, h = c.model.mla_spec, c.heads
-    attrs = {
-        "batch": float(len(q)),
-        "kv_len": float(k.mean()),
-        "s_q": int(q.max()),
-        "kv_dtype": c.kv_dtype,
-        "heads": h,
-    }
-    flops = float(np.sum(mla.causal_pairs(q, k))) * mla.absorb_pair_flops(mm, h)
-    qo = _latent_query_output_bytes(c)
-    return pr.op("mla_decode", attrs, flops, float(k.sum()) * c.kv_bytes_layer + q.sum() * qo)
+def _sparse(pr: Pricer, c: RankContext, s: RankSegments, sel: NDArray[np.bool_]) -> OpTime:
+    """Absorbed attention over the indexer's top-k, for decode segments or for extend/prefill
+    segments (`sel` holds one kind)."""
+    over = _segments(c, s, sel)
+    if s.is_decode[sel].all():
+        return pr.price(DsaAttnDecode.over(over, c.kv_dtype, c.topk, c.heads))
+    return pr.price(DsaAttnPrefill.over(over, c.topk, c.heads))
 
 
-def _sparse(
-    pr: Pricer, c: RankContext, q: NDArray[np.float64], k: NDArray[np.float64], decode: bool
-) -> OpTime:
-    """Absorbed attention over the indexer's top-k (the kernel visits all top-k slots:
-    `mla.sparse_slots`), for decode segments or for extend/prefill segments."""
-    mm, h = c.model.mla_spec, c.heads
-    slots = float(np.sum(mla.sparse_slots(q, c.topk)))
-    flops = slots * mla.absorb_pair_flops(mm, h)
-    bytes_ = slots * c.kv_bytes_layer + float(q.sum()) * _latent_query_output_bytes(c)
-    if decode:
-        attrs: dict[str, object] = {
-            "batch": float(len(q)),
-            "kv_len": float(k.mean()),
-            "s_q": int(q.max()),
-            "kv_dtype": c.kv_dtype,
-            "topk": c.topk,
-            "heads": h,
-        }
-        return pr.op("dsa_attn_decode", attrs, flops, bytes_)
-    attrs = {"s_q": float(q.sum()), "s_kv": float(k.mean()), "topk": c.topk, "heads": h}
-    return pr.op("dsa_attn_prefill", attrs, flops, bytes_)
-
-
-def dsa_indexer(
-    pr: Pricer,
-    c: RankContext,
-    q: NDArray[np.float64],
-    k: NDArray[np.float64],
-    dec: NDArray[np.bool_],
-) -> OpTime:
-    """Indexer scoring of every cached token (FP8) plus its small projections.
+def dsa_indexer(pr: Pricer, c: RankContext, s: RankSegments, sel: NDArray[np.bool_]) -> OpTime:
+    """Indexer scoring of every cached token (FP8) plus its small projections and top-k.
 
     Decode segments score each of their S query tokens against the whole cache (the decode
-    tables' convention); extend/prefill segments score causally, as `op_work` counts them.
-    """
+    tables' convention); extend/prefill segments score causally (`attention_ops`)."""
     x = c.model.dsa
     assert x is not None
-    width = x.index_n_heads * x.index_head_dim
     key_bytes = indexer_bytes_per_token_layer(c.model)
-    dims = {"index_heads": x.index_n_heads, "index_dim": x.index_head_dim}
+    dims = (float(x.index_n_heads), float(x.index_head_dim))
     scores = []
-    for decode, sel in ((True, dec), (False, ~dec)):
-        if not sel.any():
-            continue
-        qs, ks = q[sel], k[sel]
-        bytes_ = float(ks.sum()) * key_bytes + float(qs.sum()) * width
-        if decode:
-            flops = 2.0 * float(np.sum(qs * ks)) * width
-            attrs: dict[str, object] = {
-                "batch": float(len(qs)),
-                "s_kv": float(ks.mean()),
-                "next_n": int(qs.max()),
-                **dims,
-            }
-            scores.append(pr.op("dsa_indexer_decode", attrs, flops, bytes_, "fp8"))
-        else:
-            flops = 2.0 * float(np.sum(mla.causal_pairs(qs, ks))) * width
-            attrs = {"s_q": float(qs.sum()), "s_kv": float(ks.mean()), **dims}
-            scores.append(pr.op("dsa_indexer_prefill", attrs, flops, bytes_, "fp8"))
+    for op, kind in (
+        (DsaIndexerDecode, sel & s.is_decode),
+        (DsaIndexerPrefill, sel & ~s.is_decode),
+    ):
+        if kind.any():
+            scores.append(pr.price(op.over(_segments(c, s, kind, key_bytes), *dims), "fp8"))
     if not c.topk_in_indexer:
-        scores.append(_topk_selection(pr, c, q, k, dec))
-    mm, t = c.model.mla_spec, float(q.sum())
+        topk = DsaTopk.over(_segments(c, s, sel), s.is_decode[sel], c.topk)
+        scores.append(pr.price(topk))
+    mm, t = c.model.mla_spec, float(s.q[sel].sum())
+    width = x.index_n_heads * x.index_head_dim
     proj = combine(
         gemm(pr, c, t, mm.q_lora_rank or c.model.hidden_size, width),
         gemm(pr, c, t, c.model.hidden_size, x.index_head_dim + x.index_n_heads),
     )
     return combine(*scores, proj)
-
-
-def _topk_selection(
-    pr: Pricer,
-    c: RankContext,
-    q: NDArray[np.float64],
-    k: NDArray[np.float64],
-    dec: NDArray[np.bool_],
-) -> OpTime:
-    """DSA's top-k selection over the indexer's scores: one read of each query token's fp32
-    logits (every cached token in decode and verify, the causal ones in extend/prefill) and a
-    write of its `topk` int32 indices, as SGLang's fused top-k kernel makes one pass over
-    each row. No kernel table covers it (the published indexer figures time the logits
-    kernel only), so it is priced by its bytes at the profile's memory efficiency."""
-    rows = float(np.sum(np.where(dec, q * k, mla.causal_pairs(q, k))))
-    bytes_ = 4.0 * rows + 4.0 * float(q.sum()) * min(c.topk, float(k.max()))
-    attrs = {"tokens": float(q.sum()), "kv_len": float(k.mean()), "topk": c.topk}
-    return pr.op("dsa_topk", attrs, 0.0, bytes_)
 
 
 def gqa_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
@@ -317,15 +253,12 @@ def gqa_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
     proj = combine(gemm(pr, c, t, d, (h + 2 * kvh) * g.head_dim), gemm(pr, c, t, h * g.head_dim, d))
     kv_b = (1.0 if c.kv_dtype == "fp8" else 2.0) * 2 * kvh * g.head_dim
     ops = {"attn_proj": proj}
-    for name, sel in (("attn_decode", s.is_decode), ("attn_prefill", ~s.is_decode)):
+    for name, op, sel in (
+        ("attn_decode", GqaDecode, s.is_decode),
+        ("attn_prefill", GqaPrefill, ~s.is_decode),
+    ):
         if sel.any():
-            pairs = float(np.sum(mla.causal_pairs(s.q[sel], s.k[sel])))
-            ops[name] = pr.op(
-                f"gqa_{name.removeprefix('attn_')}",
-                {"heads": h, "batch": float(sel.sum()), "kv_len": float(s.k[sel].mean())},
-                pairs * 4.0 * h * g.head_dim,
-                float(s.k[sel].sum()) * kv_b,
-            )
+            ops[name] = pr.price(op.over(_segments(c, s, sel, kv_b), h, g.head_dim))
     return ops
 
 
@@ -336,14 +269,8 @@ def linear_attention_layer(pr: Pricer, c: RankContext, s: RankSegments) -> OpTim
     h = la.num_heads // c.tp
     t, d = s.tokens, c.model.hidden_size
     proj = combine(gemm(pr, c, t, d, 4 * h * la.head_dim), gemm(pr, c, t, h * la.head_dim, d))
-    state = h * la.head_dim * la.head_dim * la.state_bytes_per_elem
-    core = pr.op(
-        "kda",
-        {"heads": h, "batch": float(len(s.q)), "tokens": max(t, 1.0)},
-        t * 4.0 * h * la.head_dim * la.head_dim,
-        2.0 * state * len(s.q),
-    )
-    return combine(proj, core)
+    core = Kda(h, float(len(s.q)), t, la.head_dim, la.state_bytes_per_elem)
+    return combine(proj, pr.price(core))
 
 
 def ffn_rank_ops(

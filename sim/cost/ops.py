@@ -1,10 +1,13 @@
 """One frozen type per op of the profile vocabulary: GEMMs, experts, elementwise, collectives.
 
 Each type is named by its table op (`op`, from `sim.specs.profile`) and holds exactly that op's
-attributes (`OP_ATTRIBUTES[op]`); `work(mla, elem_bytes)` counts its FLOPs and HBM (comm ops:
-link) bytes in the convention the calibration tables use (`sim.cost.op_work` states them and
-maps each op to its type). `elem_bytes` is the compute dtype's operand width (FP8: 1, BF16: 2).
-The attention ops are `sim.cost.attention_ops`.
+attributes (`OP_ATTRIBUTES[op]`) as its compared fields: the op's table key and point, and its
+memo key. `work(mla, elem_bytes)` counts its FLOPs and HBM (comm ops: link) bytes in the
+convention the calibration tables use (`docs/cost-model.md`), so a table point priced as an op
+comes back exactly; `elem_bytes` is the compute dtype's operand width (FP8: 1, BF16: 2). A field
+that is not compared (`weight_excess`, an attention op's `segments`) changes the work a step's
+op does, never the shape its table is read at. The attention ops, and every table op's type by
+name, are `sim.cost.attention_ops`.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ def elem_bytes(dtype: str) -> float:
 
 @functools.cache
 def _fields(cls: type[Op]) -> tuple[tuple[str, bool], ...]:
-    """An op type's attributes in order, each with whether it is text (else a number)."""
-    return tuple((f.name, f.type == "str") for f in dataclasses.fields(cls))
+    """An op type's attributes (its compared fields) in order, each with whether it is text."""
+    return tuple((f.name, f.type == "str") for f in dataclasses.fields(cls) if f.compare)
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,10 @@ class Op(ABC):
                 values[name] = float(value)
         return cls(**values)
 
+    def attributes(self) -> dict[str, object]:
+        """The op's table attributes by name (its key and point together)."""
+        return {name: getattr(self, name) for name, _ in _fields(type(self))}
+
     @abstractmethod
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
         """FLOPs and bytes of the op (`m`: the model's MLA shape, needed by attention ops)."""
@@ -75,14 +82,18 @@ class Op(ABC):
 
 @dataclass(frozen=True)
 class Gemm(Op):
+    """[m, k] x [k, n]; `weight_excess`: weight bytes per value beyond the compute dtype's (FP4's
+    packing and scales against FP8), not a table attribute."""
+
     op: ClassVar[str] = p.GEMM
     m: float
     k: float
     n: float
+    weight_excess: float = dataclasses.field(default=0.0, compare=False, kw_only=True)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
         a, k, n, e = self.m, self.k, self.n, elem_bytes
-        return 2 * a * k * n, e * (a * k + k * n) + BF16 * a * n
+        return 2 * a * k * n, e * (a * k + k * n) + BF16 * a * n + k * n * self.weight_excess
 
 
 @dataclass(frozen=True)
@@ -100,7 +111,8 @@ class Bmm(Op):
 
 @dataclass(frozen=True)
 class MoeUp(Op):
-    """Grouped expert GEMM, gate+up: every local expert's weights read once."""
+    """Grouped expert GEMM, gate+up: every local expert's weights read once (`weight_excess`
+    as `Gemm`'s)."""
 
     op: ClassVar[str] = p.MOE_UP
     tokens_per_expert: float
@@ -108,6 +120,7 @@ class MoeUp(Op):
     hidden: float
     intermediate: float
     layout: str
+    weight_excess: float = dataclasses.field(default=0.0, compare=False, kw_only=True)
 
     def shape(self) -> tuple[float, float]:
         return self.hidden, 2 * self.intermediate
@@ -116,7 +129,8 @@ class MoeUp(Op):
         experts, e = self.num_local_experts, elem_bytes
         tokens = experts * self.tokens_per_expert
         k, n = self.shape()
-        return 2 * tokens * k * n, e * (experts * k * n + tokens * k) + BF16 * tokens * n
+        nbytes = e * (experts * k * n + tokens * k) + BF16 * tokens * n
+        return 2 * tokens * k * n, nbytes + experts * (k * n) * self.weight_excess
 
 
 @dataclass(frozen=True)
@@ -156,6 +170,14 @@ class Elementwise(Op):
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
         return 0.0, 2 * BF16 * self.tokens * self.width
+
+
+@dataclass(frozen=True)
+class ElementwiseKernel(Elementwise):
+    """An engine's memory-bound kernel where the profile has no elementwise table: outside the
+    vocabulary, so the roofline fallback prices it with the engine's per-kernel figure."""
+
+    op: ClassVar[str] = "elementwise_kernel"
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,18 @@ as `sim.cost.calibrated.CalibratedCost` does and labels every op "roofline".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from sim.cost.ops import Op
 from sim.cost.rate import Rate
 from sim.specs.gpu import GpuSpec
 
 
 class OpEstimator(Protocol):
-    """Gives an op's rate at its shape (`attrs`: every attribute of the op)."""
+    """Gives an op's rate at its shape."""
 
-    def rate(self, op: str, attrs: Mapping[str, object], dtype: str = "bf16") -> Rate: ...
+    def rate(self, op: Op, dtype: str = "bf16") -> Rate: ...
 
 
 def roofline_seconds(gpu: GpuSpec, flops: float, bytes_: float, dtype: str = "bf16") -> float:
@@ -34,7 +34,7 @@ class RooflineCost:
     memory_efficiency: float = 1.0
     launch_overhead_s: float = 0.0
 
-    def rate(self, op: str, attrs: Mapping[str, object], dtype: str = "bf16") -> Rate:
+    def rate(self, op: Op, dtype: str = "bf16") -> Rate:
         """The same rate at every shape: 1 / each efficiency, plus the launch."""
         return Rate(
             compute_s_per_s=1.0 / self.compute_efficiency,

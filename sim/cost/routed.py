@@ -13,7 +13,7 @@ import math
 
 from sim.cost.experts import balanced_busiest_tokens, busiest_gpu_tokens
 from sim.cost.layer_ops import compute_dtype, weight_excess_bytes
-from sim.cost.op_work import op_work
+from sim.cost.ops import Moe, MoeDown, MoeUp
 from sim.cost.pricing import Pricer
 from sim.cost.rate import ZERO, OpTime, combine
 from sim.specs.deployment import DEFAULT_EXPERT_ZIPF_EXPONENT, Deployment
@@ -67,7 +67,7 @@ def routed_gemms(
 ) -> OpTime:
     """Grouped up (gate+up) and down GEMMs of one MoE layer on the busiest EP GPU.
 
-    Work follows `op_work`'s grouped-GEMM convention over the experts actually read: FP8
+    Work follows `ops.MoeUp`'s grouped-GEMM convention over the experts actually read: FP8
     inputs with FP8 weights (the dispatch sends FP8 tokens; the down input is quantised with
     the SiLU-and-mul), BF16 with BF16 weights."""
     if unit_tokens <= 0:
@@ -88,11 +88,11 @@ def routed_gemms(
     }
     touched = experts_touched(local, busiest)
     read = {**attrs, "num_local_experts": touched, "tokens_per_expert": busiest / touched}
+    excess = weight_excess_bytes(d.weight_dtype)
     times = []
-    for op, weights in (("moe_up", h * 2 * inter), ("moe_down", inter * h)):
-        flops, bytes_ = op_work(op, read, dtype=dtype)
-        bytes_ += touched * weights * weight_excess_bytes(d.weight_dtype)
-        times.append(pr.op(op, attrs, flops, bytes_, dtype))
+    for op in (MoeUp, MoeDown):
+        runs = op(**read, weight_excess=excess)  # type: ignore[arg-type]
+        times.append(pr.price(op.of(attrs), dtype, runs=runs))
     return combine(*times)
 
 
@@ -125,5 +125,4 @@ def fused_moe(pr: Pricer, model: ModelSpec, d: Deployment, unit_tokens: float) -
         "power_law_alpha": table_power_law(d.expert_zipf_exponent),
     }
     dtype = compute_dtype(d.weight_dtype)
-    flops, bytes_ = op_work("moe", attrs, dtype=dtype)
-    return pr.op("moe", attrs, flops, bytes_, dtype)
+    return pr.price(Moe.of(attrs), dtype)

@@ -106,6 +106,7 @@ class ServingCostModel:
             estimator or fallback,
             fallback=fallback,
             attention_fallback=attention_fallback,
+            mla=model.mla_spec if model.attention == "mla" else None,
         )
         self.ctx = RankContext(
             model=model,

@@ -7,8 +7,8 @@ crossover. Every number names its source.
 
 Each op is described by a fixed set of attributes (`OP_ATTRIBUTES`). A table puts each attribute
 either in `key` (exact match) or in `axes` (a grid it interpolates over); a query to the cost
-model gives every attribute. FLOPs and HBM bytes of a point follow `sim.cost.op_work`, so the cost
-model's own counts reproduce the table's points exactly.
+model gives every attribute. FLOPs and HBM bytes of a point follow the op types of
+`sim.cost.ops`, so the cost model's own counts reproduce the table's points exactly.
 """
 
 from __future__ import annotations
@@ -136,9 +136,10 @@ class OpPoint(Spec):
     latency_us_p50: float = Field(gt=0, description="Median latency, microseconds.")
     latency_us_p10: float | None = Field(default=None, gt=0, description="10th percentile, us.")
     latency_us_p90: float | None = Field(default=None, gt=0, description="90th percentile, us.")
-    flops: float = Field(ge=0, description="FLOPs of the point (sim.cost.op_work convention).")
+    flops: float = Field(ge=0, description="FLOPs of the point (the sim.cost.ops convention).")
     hbm_bytes: float = Field(
-        ge=0, description="HBM bytes (link bytes for comm ops) of the point, op_work convention."
+        ge=0,
+        description="HBM bytes (link bytes for comm ops) of the point, sim.cost.ops convention.",
     )
     achieved_tflop_s: float = Field(default=0.0, ge=0, description="flops / latency, TFLOP/s.")
     achieved_gb_s: float = Field(default=0.0, ge=0, description="hbm_bytes / latency, GB/s.")

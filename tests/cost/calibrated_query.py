@@ -1,5 +1,5 @@
 """Shared by the CalibratedCost tests: price one op from a profile's tables as the cost model
-would, its work counted by `op_work` (or given), its shape as the tables' `key` and `point`."""
+would, its work counted by its op type (or given), its shape as the tables' `key` and `point`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from collections.abc import Mapping
 
 from sim.catalog import load_gpu
 from sim.catalog.profiles import load_profile
+from sim.cost.attention_ops import op_at
 from sim.cost.calibrated import CalibratedCost
-from sim.cost.op_work import op_work
+from sim.cost.ops import elem_bytes
 from sim.cost.rate import OpTime, Rate
+from sim.specs.model import MlaSpec
 from sim.specs.profile import (
     COMM_OPS,
     OP_ATTRIBUTES,
@@ -58,7 +60,7 @@ def estimate(
 ) -> OpTime:
     """Seconds of a compute op doing `flops` and `bytes_` at the shape `key` and `point` give
     together (each attribute once)."""
-    rate = cost.rate(op, _attributes(op, key, point), dtype)
+    rate = cost.rate(op_at(op, _attributes(op, key, point)), dtype)
     compute_s = flops / cost.gpu.peak_flops_per_s(dtype)
     return _applied(rate, compute_s, bytes_ / cost.gpu.hbm_bytes_per_s)
 
@@ -72,8 +74,8 @@ def link_seconds(
     bytes_: float,
     link_bytes_per_s: float,
 ) -> OpTime:
-    """Seconds of a comm op moving `bytes_` (op_work convention) over a link of that speed."""
-    rate = cost.link_rate(op, _attributes(op, key, point), link_bytes_per_s)
+    """Seconds of a comm op moving `bytes_` (its type's convention) over a link of that speed."""
+    rate = cost.link_rate(op_at(op, _attributes(op, key, point)), link_bytes_per_s)
     return _applied(rate, 0.0, bytes_ / link_bytes_per_s)
 
 
@@ -86,13 +88,18 @@ def query(
     link: float | None = None,
 ) -> OpTime:
     shape = cost.profile.model_shape
-    flops, nbytes = op_work(
-        op, {**key, **point}, mla_spec=shape.mla_spec() if shape else None, dtype=dtype
-    )
+    flops, nbytes = table_work(op, {**key, **point}, shape.mla_spec() if shape else None, dtype)
     if op in COMM_OPS:
         assert link is not None
         return link_seconds(cost, op, key=key, point=point, bytes_=nbytes, link_bytes_per_s=link)
     return estimate(cost, op, key=key, point=point, flops=flops, bytes_=nbytes, dtype=dtype)
+
+
+def table_work(
+    op: str, attrs: Mapping[str, object], mla: MlaSpec | None = None, dtype: str = "bf16"
+) -> tuple[float, float]:
+    """FLOPs and bytes of the table op `op` at `attrs`, as its type counts them."""
+    return op_at(op, attrs).work(mla, elem_bytes(dtype))
 
 
 def decode_us(cost: CalibratedCost, batch: float, kv: float, **key: object) -> OpTime:

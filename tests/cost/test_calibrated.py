@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import pytest
 from calibrated_query import DECODE_KEY, H800, decode_us, estimate, query, synthetic_gemm_profile
 
 from sim.catalog import load_gpu
 from sim.catalog.profiles import load_profile
+from sim.cost.attention_ops import op_at
 from sim.cost.calibrated import CalibratedCost
-from sim.cost.op_work import op_work
+from sim.cost.ops import EpDispatch, Op
+from tests.cost.calibrated_query import table_work
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +41,8 @@ def test_interpolation_stays_between_neighbours(h800: CalibratedCost) -> None:
 def _decode_roofline_s(batch: float, kv: float) -> float:
     shape = load_profile("h800-published").model_shape
     assert shape is not None
-    flops, nbytes = op_work(
-        "mla_decode", {**DECODE_KEY, "batch": batch, "kv_len": kv}, mla_spec=shape.mla_spec()
+    flops, nbytes = table_work(
+        "mla_decode", {**DECODE_KEY, "batch": batch, "kv_len": kv}, mla=shape.mla_spec()
     )
     return max(flops / H800.peak_flops_per_s("bf16"), nbytes / H800.hbm_bytes_per_s)
 
@@ -145,15 +148,18 @@ def test_bad_queries_are_refused(h800: CalibratedCost) -> None:
     roofline_only = CalibratedCost(load_profile("h200-roofline"), load_gpu("h200"))
     with pytest.raises(ValueError, match="described by tokens, width"):
         estimate(roofline_only, "elementwise", key={}, point={}, flops=0.0, bytes_=1.0)
+    dispatch = EpDispatch(
+        tokens_per_rank=8, ep=8, mode="normal", link="nvlink", hidden=7168, topk=8
+    )
     with pytest.raises(ValueError, match="link_rate"):
-        h800.rate("ep_dispatch", {})
+        h800.rate(dispatch)
 
 
 def test_log_latency_is_linear_in_log_axis() -> None:
     cost = CalibratedCost(synthetic_gemm_profile(), H800)
     lat = {p.at["m"]: p.latency_us_p50 for p in cost.profile.tables[0].points}
     m = 64.0  # halfway between 16 and 256 in log space
-    flops, nbytes = op_work("gemm", {"m": m, "k": 1024, "n": 1024})
+    flops, nbytes = table_work("gemm", {"m": m, "k": 1024, "n": 1024})
     est = estimate(
         cost, "gemm", key={"k": 1024, "n": 1024}, point={"m": m}, flops=flops, bytes_=nbytes
     )
@@ -177,8 +183,8 @@ def test_a_profile_from_another_gpu_lends_efficiency_and_keeps_fixed_latency() -
         est, ref = decode_us(moved, batch, kv), decode_us(home, batch, kv)
         assert est.extrapolated and "efficiency from h800" in est.detail
         assert "fixed 20.2 us" in est.detail
-        flops, nbytes = op_work(
-            "mla_decode", {**DECODE_KEY, "batch": batch, "kv_len": kv}, mla_spec=shape.mla_spec()
+        flops, nbytes = table_work(
+            "mla_decode", {**DECODE_KEY, "batch": batch, "kv_len": kv}, mla=shape.mla_spec()
         )
         peak = H800.peak_flops_per_s("bf16")
         assert nbytes / H800.hbm_bytes_per_s > flops / peak
@@ -206,8 +212,8 @@ def test_a_table_answers_its_rate_directly_and_the_pricer_asks_once(h800: Calibr
     attrs = {**table.key, **point.at}
     shape = h800.profile.model_shape
     assert shape is not None
-    flops, nbytes = op_work("mla_decode", attrs, mla_spec=shape.mla_spec())
-    rate = h800.rate("mla_decode", attrs)
+    flops, nbytes = table_work("mla_decode", attrs, mla=shape.mla_spec())
+    rate = h800.rate(op_at("mla_decode", attrs))
     t = rate.time(flops / H800.peak_flops_per_s("bf16"), nbytes / H800.hbm_bytes_per_s)
     assert t.seconds * 1e6 == pytest.approx(point.latency_us_p50, rel=1e-9)
     assert rate.source == "published" and not rate.extrapolated and 0 < rate.fixed_s < t.seconds
@@ -215,13 +221,15 @@ def test_a_table_answers_its_rate_directly_and_the_pricer_asks_once(h800: Calibr
     calls: list[str] = []
 
     class Counting:
-        def rate(self, op: str, attrs: dict[str, object], dtype: str = "bf16") -> Rate:
-            calls.append(op)
-            return h800.rate(op, attrs, dtype)
+        def rate(self, op: Op, dtype: str = "bf16") -> Rate:
+            calls.append(op.op)
+            return h800.rate(op, dtype)
 
-    pricer = Pricer(H800, Counting())
-    first = pricer.op("mla_decode", attrs, flops, nbytes)
-    again = pricer.op("mla_decode", attrs, 2 * flops, 2 * nbytes)
+    pricer = Pricer(H800, Counting(), mla=shape.mla_spec())
+    op = op_at("mla_decode", attrs)
+    first = pricer.price(op)
+    twice = replace(op, batch=2 * op.batch)  # type: ignore[type-var]
+    again = pricer.price(op, runs=twice)
     assert calls == ["mla_decode"]
     assert first.seconds == pytest.approx(t.seconds, rel=1e-12)
     assert again.seconds == pytest.approx(rate.fixed_s + 2 * (t.seconds - rate.fixed_s))

@@ -3,42 +3,23 @@ for pricing and policy, and extends reported under prefill attention."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import pytest
 
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost import mla
+from sim.cost.attention_ops import op_at
 from sim.cost.batch import BatchShape
 from sim.cost.dispatch import EXPAND, SPARSE_ABSORB, Segments, choose_paths
 from sim.cost.memory import kv_bytes_per_token
-from sim.cost.op_work import op_work
-from sim.cost.rate import OpTime
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 from tests.cost.calibrated_query import estimate
+from tests.cost.pricer_spy import spied
 
 V32, H800 = load_model("deepseek-v3.2"), load_gpu("h800")
 H800_PUB = load_profile("h800-published")
-Call = tuple[str, dict[str, object], float, float, OpTime]
-
-
-def record_ops(cm: ServingCostModel) -> list[Call]:
-    """Every op the cost model prices from now on: (name, attrs, flops, bytes, time)."""
-    calls: list[Call] = []
-    price = cm.pricer.op
-
-    def spy(
-        op: str, attrs: Mapping[str, object], flops: float, bytes_: float, dtype: str = "bf16"
-    ) -> OpTime:
-        t = price(op, attrs, flops, bytes_, dtype)
-        calls.append((op, dict(attrs), flops, bytes_, t))
-        return t
-
-    cm.pricer.op = spy  # type: ignore[method-assign]
-    return calls
 
 
 def one_segment(q: int, k: int, ranks: int = 16, decode: bool = False) -> BatchShape:
@@ -59,13 +40,13 @@ def test_indexer_prefill_table_point_comes_back_exactly() -> None:
     """Published DSA indexer: 4096 new tokens over an 8192-token cache, 366.418 us per layer.
     The step counts the indexer's causal pairs, as the table does."""
     cm = ServingCostModel(V32, H800, dp(), H800_PUB)
-    calls = record_ops(cm)
+    calls = spied(cm)
     cm.step_cost(one_segment(4096, 8192))
     (score,) = [c for c in calls if c[0] == "dsa_indexer_prefill"]
-    flops, bytes_ = op_work("dsa_indexer_prefill", score[1])
+    flops, bytes_ = op_at("dsa_indexer_prefill", score[1]).work(None, 1.0)
     assert (score[2], score[3]) == pytest.approx((flops, bytes_), rel=1e-12)
-    assert score[4].seconds == pytest.approx(366.418e-6, rel=1e-9)
-    assert score[4].source == "published" and not score[4].extrapolated
+    assert score[5].seconds == pytest.approx(366.418e-6, rel=1e-9)
+    assert score[5].source == "published" and not score[5].extrapolated
 
 
 def test_sparse_extend_is_prefill_attention() -> None:
@@ -90,7 +71,7 @@ def test_policy_and_pricing_count_the_same_sparse_slots() -> None:
     assert list(choose_paths("flops_optimal", V32, seg, sparse=True)) == [EXPAND]
     # the same segment forced onto the sparse path is priced over q x topk slots
     cm = ServingCostModel(V32, H800, dp(), H800_PUB)
-    calls = record_ops(cm)
+    calls = spied(cm)
     cm.step_cost(one_segment(q, 40_000))  # long cache: SGLang runs the extend sparse
     (attn,) = [c for c in calls if c[0] == "dsa_attn_prefill"]
     assert attn[2] == pytest.approx(q * topk * mla.absorb_pair_flops(m, h), rel=1e-12)
@@ -138,12 +119,12 @@ def test_top_k_selection_is_priced_unless_the_indexer_table_times_it() -> None:
     top-k int32 indices. kernels_calib's indexer (torch_bmm_topk) times both: no second op."""
     d = Deployment(name="ep16", nodes=2, attn_tp=1)
     cm = ServingCostModel(V32, H800, d, H800_PUB)
-    calls = record_ops(cm)
+    calls = spied(cm)
     cm.step_cost(one_segment(1, 32768, decode=True))
-    ((_, _, flops, nbytes, t),) = [c for c in calls if c[0] == "dsa_topk"]
+    ((_, _, flops, nbytes, _, t),) = [c for c in calls if c[0] == "dsa_topk"]
     assert flops == 0.0 and nbytes == 4.0 * 32768 + 4.0 * 2048
     assert t.source == "roofline" and t.seconds > 0
     measured = ServingCostModel(V32, load_gpu("h200"), d, load_profile("h200-measured"))
-    calls = record_ops(measured)
+    calls = spied(measured)
     measured.step_cost(one_segment(1, 32768, decode=True))
     assert not [c for c in calls if c[0] == "dsa_topk"]

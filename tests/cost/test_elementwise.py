@@ -14,11 +14,11 @@ from sim.cost.calibrated import CalibratedCost
 from sim.cost.dispatch import ABSORB, EXPAND
 from sim.cost.experts import busiest_gpu_tokens
 from sim.cost.layer_ops import RankContext, RankSegments
-from sim.cost.op_work import op_work
 from sim.cost.pricing import Pricer
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 from sim.specs.profile import SCHEMA_VERSION, DeviceInfo, OpPoint, OpTable, Profile
+from tests.cost.calibrated_query import table_work
 
 V3, K3, QWEN = load_model("deepseek-v3"), load_model("kimi-k3"), load_model("qwen3-235b-a22b")
 H200, H800 = load_gpu("h200"), load_gpu("h800")
@@ -72,11 +72,11 @@ def test_deepseek_v3_kernel_bytes_per_token() -> None:
     for name, (nbytes, layers) in want.items():
         assert k[name].bytes_per_token == pytest.approx(nbytes), name
         assert k[name].layers == layers and k[name].tokens == 4, name
-    # op_work width convention: one BF16 read + one BF16 write of [tokens, width]
+    # the elementwise op's width convention: one BF16 read + one BF16 write of [tokens, width]
     assert k["residual_add_norm"].width == 2 * 7168
     assert k["quant_qkv_a_input"].width == pytest.approx(0.7578125 * 7168)
     for kernel in k.values():
-        _, nbytes = op_work("elementwise", {"tokens": kernel.tokens, "width": kernel.width})
+        _, nbytes = table_work("elementwise", {"tokens": kernel.tokens, "width": kernel.width})
         assert nbytes == pytest.approx(kernel.tokens * kernel.bytes_per_token)
 
 
@@ -195,7 +195,7 @@ def measured_profile(latency_us: float) -> Profile:
     points = []
     for tokens in (64.0, 1024.0):
         for width in (512.0, 14336.0):
-            _, nbytes = op_work("elementwise", {"tokens": tokens, "width": width})
+            _, nbytes = table_work("elementwise", {"tokens": tokens, "width": width})
             scale = (tokens * width) / (1024 * 14336)
             points.append(
                 OpPoint(

@@ -13,11 +13,10 @@ from sim.cost.calibrated import CalibratedCost
 from sim.cost.comm import ep_copies
 from sim.cost.comm_ops import CommLoad
 from sim.cost.memo import round_to_bucket
-from sim.cost.op_work import op_work
 from sim.cost.routed import receive_skew
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
-from tests.cost.calibrated_query import link_seconds
+from tests.cost.calibrated_query import link_seconds, table_work
 
 V3, H800 = load_model("deepseek-v3"), load_gpu("h800")
 H800_PUB = load_profile("h800-published")
@@ -87,7 +86,7 @@ def test_even_routing_keeps_deepeps_published_point() -> None:
     attrs = {"tokens_per_rank": 128, "ep": 32, "mode": "low_latency", "link": "rdma"}
     attrs |= {"hidden": V3.hidden_size, "topk": 8}
     link = H800.nic_gb_s * 1e9
-    table_bytes = op_work("ep_dispatch", attrs)[1]
+    table_bytes = table_work("ep_dispatch", attrs)[1]
 
     def estimate(bytes_: float) -> float:
         cost = cm.pricer.estimator
@@ -189,7 +188,7 @@ def test_every_deepep_point_sits_below_its_link() -> None:
         assert table.link_bytes_per_s is not None
         for p in table.points:
             attrs = {**table.key, **p.at}
-            nbytes = op_work(table.op, attrs)[1]
+            nbytes = table_work(table.op, attrs)[1]
             effs.append(nbytes / table.link_bytes_per_s / (p.latency_us_p50 * 1e-6))
     assert len(effs) == 20
     assert all(0.5 < e < 1.0 for e in effs), sorted(effs)

@@ -9,30 +9,16 @@ from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.calibrated import CalibratedCost
 from sim.cost.memory import WEIGHT_BYTES
+from sim.cost.ops import AllReduce, Gemm, MoeUp
 from sim.cost.pricing import Pricer
-from sim.cost.rate import OpTime
 from sim.cost.roofline import RooflineCost
 from sim.cost.routed import busiest_tokens, experts_touched, routed_gemms
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
+from tests.cost.pricer_spy import Call, spied
 
 V3, H800, H200 = load_model("deepseek-v3"), load_gpu("h800"), load_gpu("h200")
 H800_PUB = load_profile("h800-published")
-Call = tuple[str, dict[str, object], float, float, str, OpTime]
-
-
-def spied(cm: ServingCostModel) -> list[Call]:
-    """Record every op the cost model prices: name, attributes, FLOPs, bytes, dtype, time."""
-    calls: list[Call] = []
-    price = cm.pricer.op
-
-    def spy(op: str, attrs: dict[str, object], flops: float, bytes_: float, dtype: str = "bf16"):  # type: ignore[no-untyped-def]
-        t = price(op, attrs, flops, bytes_, dtype)
-        calls.append((op, dict(attrs), flops, bytes_, dtype, t))
-        return t
-
-    cm.pricer.op = spy  # type: ignore[method-assign]
-    return calls
 
 
 def gemms(calls: list[Call], k: int, n: int) -> list[Call]:
@@ -99,25 +85,24 @@ def test_heads_router_and_eh_proj_run_in_bf16_with_fp8_weights() -> None:
 
 
 def test_launch_is_paid_once_per_call_whatever_the_work_ratio() -> None:
-    """A roofline-priced op's reference work (op_work at its shape) can differ from the step's
+    """A roofline-priced op's reference work (its type's at its shape) can differ from the step's
     actual work (experts not read, a segment of another shape): its launch is not scaled."""
     launch, e_c, e_m = 5e-6, 0.5, 0.8
     pr = Pricer(H200, RooflineCost(H200, e_c, e_m, launch))
     # 32 local experts in the shape, 8 of them read: a quarter of the reference weight bytes
-    attrs = {"tokens_per_expert": 0.25, "num_local_experts": 32, "hidden": 7168}
-    attrs |= {"intermediate": 2048, "layout": "masked"}
-    flops, nbytes = 2.0 * 8 * 7168 * 4096, 8 * 7168 * 4096 + 8 * 7168 + 2 * 8 * 4096
-    t = pr.op("moe_up", attrs, flops, nbytes, "fp8")
+    shape = MoeUp(0.25, 32, 7168, 2048, "masked")
+    runs = MoeUp(1.0, 8, 7168, 2048, "masked")
+    nbytes = 8 * 7168 * 4096 + 8 * 7168 + 2 * 8 * 4096
+    t = pr.price(shape, "fp8", runs=runs)
     assert t.seconds == pytest.approx(nbytes / (H200.hbm_bytes_per_s * e_m) + launch, rel=1e-12)
     # a compute-bound step priced at a memory-bound reference shape keeps its own bound
     big = 2.0 * 4096 * 7168 * 7168
-    t = pr.op("gemm", {"m": 1, "k": 7168, "n": 7168}, big, 1e6, "fp8")
+    t = pr.price(Gemm(1, 7168, 7168), "fp8", runs=Gemm(4096, 7168, 7168))
     assert t.seconds == pytest.approx(big / (H200.peak_flops_per_s("fp8") * e_c) + launch)
     # a collective without a table: the profile's link efficiency plus one launch
     rl = load_profile("h200-roofline")
     link_pr = Pricer(H200, CalibratedCost(rl, H200))
-    attrs = {"bytes": 1e6, "gpus": 8, "link": "nvlink"}
-    t = link_pr.link("all_reduce", attrs, 3e5, 400e9)
+    t = link_pr.link(AllReduce(bytes=1e6, gpus=8, link="nvlink"), 3e5, 400e9)
     r = rl.roofline
     expected = 3e5 / (400e9 * r.comm_link_efficiency.value) + r.launch_overhead_us.value * 1e-6
     assert t.seconds == pytest.approx(expected, rel=1e-12)

@@ -12,8 +12,7 @@ import pytest
 from sim.catalog import load_gpu
 from sim.catalog.profiles import load_profile
 from sim.cost.calibrated import CalibratedCost
-from sim.cost.op_work import op_work
-from tests.cost.calibrated_query import estimate
+from tests.cost.calibrated_query import estimate, table_work
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = load_profile("h200-measured")
@@ -34,7 +33,7 @@ def test_the_cost_model_prices_decode_from_it_as_measured() -> None:
     point = {"batch": 64.0, "kv_len": 4096.0}
     shape = PROFILE.model_shape
     assert shape is not None
-    flops, nbytes = op_work("mla_decode", {**key, **point}, mla_spec=shape.mla_spec())
+    flops, nbytes = table_work("mla_decode", {**key, **point}, mla=shape.mla_spec())
     est = estimate(
         cost, "mla_decode", key=key, point=point, flops=flops, bytes_=nbytes, dtype="bf16"
     )

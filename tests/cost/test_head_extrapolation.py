@@ -18,8 +18,7 @@ import math
 from sim.catalog import load_gpu
 from sim.catalog.profiles import load_profile
 from sim.cost.calibrated import CalibratedCost
-from sim.cost.op_work import op_work
-from tests.cost.calibrated_query import estimate
+from tests.cost.calibrated_query import estimate, table_work
 
 GEOMEAN_TODAY, LOWEST_TODAY, HIGHEST_TODAY, RMS_LOG_TODAY = 0.938, 0.521, 1.444, 0.205
 
@@ -38,7 +37,7 @@ def test_sixteen_heads_priced_from_the_128_head_tables() -> None:
     ratios = {}
     for at, (table, point) in sorted(points.items()):
         attrs = {**table.key, **point.at}
-        flops, nbytes = op_work("mla_decode", attrs, mla_spec=shape.mla_spec())
+        flops, nbytes = table_work("mla_decode", attrs, mla=shape.mla_spec())
         est = estimate(
             cost, "mla_decode", key=table.key, point=point.at, flops=flops, bytes_=nbytes
         )

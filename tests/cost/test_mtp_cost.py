@@ -10,9 +10,15 @@ from sim.catalog import load_gpu, load_model
 from sim.cost.batch import BatchShape
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
+from tests.cost.pricer_spy import Call, spied
 
 V3, H200 = load_model("deepseek-v3"), load_gpu("h200")
 MTP = {"mtp_draft_tokens": 1, "mtp_acceptance": (0.8,)}
+
+
+def _gemms(priced: list[Call]) -> list[tuple[int, int, float]]:
+    """(k, n, m) of each GEMM priced."""
+    return [(int(a["k"]), int(a["n"]), float(a["m"])) for op, a, *_ in priced if op == "gemm"]  # type: ignore[call-overload]
 
 
 def ep16(**kw: object) -> Deployment:
@@ -23,15 +29,7 @@ def test_a_draft_pass_runs_no_dense_mlp() -> None:
     """DeepSeek's MTP module is a MoE layer: a draft pass runs its gate and shared expert (its
     routed experts are unit-wide), never the 18432-wide dense MLP of the first layers."""
     cm = ServingCostModel(V3, H200, ep16(**MTP))
-    calls: list[tuple[int, int, float]] = []
-    price = cm.pricer.op
-
-    def spy(op: str, attrs: dict[str, object], flops: float, bytes_: float, dtype: str = "bf16"):  # type: ignore[no-untyped-def]
-        if op == "gemm":
-            calls.append((int(attrs["k"]), int(attrs["n"]), float(attrs["m"])))  # type: ignore[call-overload]
-        return price(op, attrs, flops, bytes_, dtype)
-
-    cm.pricer.op = spy  # type: ignore[method-assign]
+    priced = spied(cm)
     # per rank, verify width 2: the target runs 16 tokens, and so does the draft extend (the
     # accepted tokens + 1, padded to 2)
     requests = 8
@@ -43,6 +41,7 @@ def test_a_draft_pass_runs_no_dense_mlp() -> None:
         is_decode=np.ones(16 * requests, dtype=bool),
     )
     cm.step_cost(batch)
+    calls = _gemms(priced)
     dense = V3.moe.dense_intermediate_size
     assert {m for k, n, m in calls if (k, n) == (dense, V3.hidden_size)} == {2 * requests}
     shared = V3.moe.n_shared_experts * V3.moe.moe_intermediate_size
@@ -56,15 +55,7 @@ def test_the_draft_extend_runs_over_the_verify_width() -> None:
     Two drafts, 8 requests per rank: the module's shared expert runs at m = 24, then 8."""
     d2 = {"mtp_draft_tokens": 2, "mtp_acceptance": (0.8, 0.6)}
     cm = ServingCostModel(V3, H200, ep16(**d2))
-    calls: list[tuple[int, int, float]] = []
-    price = cm.pricer.op
-
-    def spy(op: str, attrs: dict[str, object], flops: float, bytes_: float, dtype: str = "bf16"):  # type: ignore[no-untyped-def]
-        if op == "gemm":
-            calls.append((int(attrs["k"]), int(attrs["n"]), float(attrs["m"])))  # type: ignore[call-overload]
-        return price(op, attrs, flops, bytes_, dtype)
-
-    cm.pricer.op = spy  # type: ignore[method-assign]
+    priced = spied(cm)
     requests = 8
     batch = BatchShape(
         num_ranks=16,
@@ -74,6 +65,7 @@ def test_the_draft_extend_runs_over_the_verify_width() -> None:
         is_decode=np.ones(16 * requests, dtype=bool),
     )
     step = cm.step_cost(batch)
+    calls = _gemms(priced)
     shared = V3.moe.n_shared_experts * V3.moe.moe_intermediate_size
     shared_m = sorted(m for k, n, m in calls if (k, n) == (shared, V3.hidden_size))
     assert shared_m == [requests, 3 * requests, 3 * requests]  # draft pass, extend, target

@@ -178,19 +178,14 @@ def test_lm_head_only_for_prefill_chunks_that_finish_their_prompt() -> None:
 
 
 def test_extend_absorb_counts_work_as_its_table_does() -> None:
-    """A short extend on the absorbed path hands the pricer op_work's FLOPs and bytes (BF16
-    W_UK/W_UV weights over d_k + d_v), so a measured point would come back exactly."""
-    from sim.cost.op_work import op_work
+    """A short extend on the absorbed path is priced at its table's work convention over its
+    one segment (BF16 W_UK/W_UV weights over d_k + d_v, a BF16 cache: the deployment's), so a
+    measured point would come back exactly."""
+    from sim.cost.attention_ops import op_at
+    from tests.cost.pricer_spy import spied
 
     cm = ServingCostModel(V3, H800, dp(), H800_PUB)
-    calls = []
-    price = cm.pricer.op
-
-    def spy(op: str, attrs: dict[str, object], flops: float, bytes_: float, *a: str) -> object:
-        calls.append((op, attrs, flops, bytes_))
-        return price(op, attrs, flops, bytes_, *a)
-
-    cm.pricer.op = spy  # type: ignore[assignment,method-assign]
+    calls = spied(cm)
     batch = BatchShape(
         num_ranks=16,
         rank=np.zeros(1, dtype=np.int64),
@@ -199,10 +194,8 @@ def test_extend_absorb_counts_work_as_its_table_does() -> None:
         is_decode=np.array([False]),
     )
     cm.step_cost(batch)
-    ((_, attrs, flops, bytes_),) = [c for c in calls if c[0] == "mla_extend_absorb"]
-    assert (flops, bytes_) == pytest.approx(
-        op_work("mla_extend_absorb", attrs, mla_spec=V3.mla_spec)
-    )
+    ((_, attrs, flops, bytes_, _, _),) = [c for c in calls if c[0] == "mla_extend_absorb"]
+    assert (flops, bytes_) == pytest.approx(op_at("mla_extend_absorb", attrs).work(V3.mla_spec, 2))
 
 
 def test_gqa_and_kda_cores_use_the_attention_efficiency() -> None:
@@ -219,6 +212,13 @@ def test_gqa_and_kda_cores_use_the_attention_efficiency() -> None:
     flops = 1e12  # compute-bound: the efficiency sets the time
     launch = r.launch_overhead_us.value * 1e-6
     peak = H200.peak_flops_per_s("bf16")
-    for op in ("gqa_prefill", "gqa_decode", "kda"):
-        t = cm.pricer.op(op, {"heads": 16}, flops, 1.0)
+    from sim.cost.attention_ops import GqaDecode, GqaPrefill, Kda
+
+    # each op's work 1e12 FLOPs (compute-bound: the efficiency sets the time)
+    for op in (GqaPrefill(16, 1, 1e12 / 64, 1.0), GqaDecode(16, 1, 1e12 / 64, 1.0)):
+        t = cm.pricer.price(op)
+        assert op.work(None, 2)[0] == pytest.approx(flops)
         assert t.seconds == pytest.approx(flops / (peak * 0.25) + launch, rel=1e-9)
+    kda = Kda(heads=1, batch=1, tokens=flops / 4, head_dim=1, state_bytes_per_elem=1)
+    t = cm.pricer.price(kda)
+    assert t.seconds == pytest.approx(flops / (peak * 0.25) + launch, rel=1e-9)

@@ -12,8 +12,8 @@ from calibrated_query import H800, decode_us, estimate, query, synthetic_gemm_pr
 from sim.catalog import load_gpu
 from sim.catalog.profiles import load_profile
 from sim.cost.calibrated import CalibratedCost
-from sim.cost.op_work import op_work
 from sim.specs.profile import COMM_OPS
+from tests.cost.calibrated_query import table_work
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +58,8 @@ def test_past_one_edge_a_query_still_costs_more_as_it_grows_along_another() -> N
     times = []
     for new in (2.7, 8.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0):
         point = {"new_tokens": new, "prefix_len": 665.0}
-        flops, nbytes = op_work(
-            "mla_extend_absorb", {"heads": 128, **point}, mla_spec=shape.mla_spec()
+        flops, nbytes = table_work(
+            "mla_extend_absorb", {"heads": 128, **point}, mla=shape.mla_spec()
         )
         est = estimate(
             cost, "mla_extend_absorb", key={"heads": 128}, point=point, flops=flops, bytes_=nbytes
@@ -73,7 +73,7 @@ def _absorb_extend_us(cost: CalibratedCost, new: float, prefix: float) -> float:
     shape = cost.profile.model_shape
     assert shape is not None
     point = {"new_tokens": new, "prefix_len": prefix}
-    flops, nbytes = op_work("mla_extend_absorb", {"heads": 128, **point}, mla_spec=shape.mla_spec())
+    flops, nbytes = table_work("mla_extend_absorb", {"heads": 128, **point}, mla=shape.mla_spec())
     est = estimate(
         cost, "mla_extend_absorb", key={"heads": 128}, point=point, flops=flops, bytes_=nbytes
     )
@@ -106,7 +106,7 @@ def test_below_a_grid_an_op_costs_no_more_than_the_grid_corner(name: str) -> Non
             continue
         corner = {a: v[0] for a, v in table.axes.items()}
         small = {a: v / 4 for a, v in corner.items()}
-        work = [op_work(table.op, {**table.key, **p}, mla_spec=shape, dtype=table.dtype)
+        work = [table_work(table.op, {**table.key, **p}, mla=shape, dtype=table.dtype)
                 for p in (corner, small)]  # fmt: skip
         if not all(0 < s <= c for s, c in zip(work[1], work[0], strict=True)):
             continue
@@ -134,7 +134,7 @@ def test_a_memory_bound_query_below_a_compute_bound_grid_is_priced_by_its_traffi
     assert shape is not None
     table = next(t for t in profile.tables if t.op == "mla_prefill" and "prefix_len" not in t.key)
     point = {"seq_len": 16.0, "prefix_len": 6775.0}
-    flops, nbytes = op_work("mla_prefill", {**table.key, **point}, mla_spec=shape.mla_spec())
+    flops, nbytes = table_work("mla_prefill", {**table.key, **point}, mla=shape.mla_spec())
     est = estimate(cost, "mla_prefill", key=table.key, point=point, flops=flops, bytes_=nbytes)
     traffic_s = nbytes / load_gpu("h200").hbm_bytes_per_s
     assert est.extrapolated and traffic_s < est.seconds < 3 * traffic_s
@@ -187,6 +187,7 @@ def test_the_pricer_reproduces_an_extrapolated_estimate(name: str, gpu: str) -> 
     """The Pricer prices an op's own work at the rate the table gives for its shape, so it
     reproduces the estimate carried from another GPU or key (when it backed the rates out of
     the estimator by probing FLOPs and bytes apart, it came out 11-26% below)."""
+    from sim.cost.attention_ops import op_at
     from sim.cost.pricing import Pricer
 
     profile = load_profile(name)
@@ -194,7 +195,7 @@ def test_the_pricer_reproduces_an_extrapolated_estimate(name: str, gpu: str) -> 
     cost = CalibratedCost(profile, load_gpu(gpu), profile_gpu=home)
     shape = profile.model_shape
     assert shape is not None
-    pricer = Pricer(load_gpu(gpu), cost)
+    pricer = Pricer(load_gpu(gpu), cost, mla=shape.mla_spec())
     for batch, kv, heads, s_q in itertools.product(
         (8, 64, 128), (1024, 2048, 8192), (16, 128), (1, 2)
     ):
@@ -205,13 +206,13 @@ def test_the_pricer_reproduces_an_extrapolated_estimate(name: str, gpu: str) -> 
             "kv_dtype": "bf16",
             "heads": heads,
         }
-        flops, nbytes = op_work("mla_decode", attrs, mla_spec=shape.mla_spec())
+        flops, nbytes = table_work("mla_decode", attrs, mla=shape.mla_spec())
         key = {k: attrs[k] for k in ("s_q", "kv_dtype", "heads")}
         direct = estimate(cost,
             "mla_decode", key=key, point={"batch": attrs["batch"], "kv_len": attrs["kv_len"]},
             flops=flops, bytes_=nbytes,
         )  # fmt: skip
-        priced = pricer.op("mla_decode", attrs, flops, nbytes)
+        priced = pricer.price(op_at("mla_decode", attrs))
         assert priced.seconds == pytest.approx(direct.seconds, rel=1e-6), attrs
 
 

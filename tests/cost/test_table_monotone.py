@@ -21,11 +21,10 @@ from hypothesis import strategies as st
 from sim.catalog import gpu_names, load_gpu
 from sim.catalog.profiles import load_profile, profile_names
 from sim.cost.calibrated import CalibratedCost
-from sim.cost.op_work import op_work
 from sim.cost.rate import OpTime
 from sim.specs.profile import COMM_OPS, OpTable
 from tests.cost.calibrated_query import estimate as table_estimate
-from tests.cost.calibrated_query import link_seconds
+from tests.cost.calibrated_query import link_seconds, table_work
 
 SPAN = 8.0  # how far below and above each grid the property reaches
 ROUNDING = 1e-12  # relative slack for float rounding only
@@ -114,7 +113,7 @@ def _siblings(name: str, table: OpTable) -> list[OpTable]:
 def _work(name: str, table: OpTable, point: dict[str, float]) -> tuple[float, float]:
     shape = _cost(name).profile.model_shape
     mla = shape.mla_spec() if shape else None
-    return op_work(table.op, {**table.key, **point}, mla_spec=mla, dtype=table.dtype)
+    return table_work(table.op, {**table.key, **point}, mla=mla, dtype=table.dtype)
 
 
 def _work_rises(
@@ -122,7 +121,7 @@ def _work_rises(
 ) -> bool:
     """Whether the op is a real shape from lo to hi (new tokens are part of the cache they attend
     to) whose FLOPs and bytes never fall (DeepEP's normal kernels send fewer copies once a group
-    spans two nodes: op_work counts one per remote node)."""
+    spans two nodes: the op counts one per remote node)."""
     steps = [lo * (hi / lo) ** (i / 8) for i in range(9)]
     attrs = [{**table.key, **point, axis: x} for x in steps]
     if any(a.get("s_q", 0) > a.get("s_kv", math.inf) for a in attrs):  # type: ignore[operator]

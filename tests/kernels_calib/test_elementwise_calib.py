@@ -15,9 +15,9 @@ from kernels_calib.timing import Timing
 from sim.catalog import load_gpu, load_model
 from sim.cost import elementwise as ew
 from sim.cost.calibrated import CalibratedCost
-from sim.cost.op_work import op_work
 from sim.cost.pricing import Pricer
 from sim.specs.profile import Profile
+from tests.cost.calibrated_query import table_work
 
 H200 = load_gpu("h200")
 
@@ -37,7 +37,7 @@ def test_cpu_family_writes_a_valid_elementwise_table(profile: Profile) -> None:
         assert p.flops == 0.0
         # x and residual read, both written, BF16: 4 x 2 x tokens x hidden bytes
         assert p.hbm_bytes == 4 * 2 * tokens * (width / 2)
-        assert p.hbm_bytes == op_work("elementwise", p.at)[1]
+        assert p.hbm_bytes == table_work("elementwise", p.at)[1]
         assert p.latency_us_p10 is not None and p.latency_us_p10 <= p.latency_us_p50
     checks = [n for n in profile.notes if n.startswith("elementwise add+rmsnorm")]
     assert len(checks) == 2 and all(n.endswith(" ok") for n in checks)

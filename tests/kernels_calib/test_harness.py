@@ -18,9 +18,8 @@ from kernels_calib.timing import TimingConfig, rotation_sets, time_kernel
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.calibrated import CalibratedCost, check_model
-from sim.cost.op_work import op_work
 from sim.specs.profile import COMM_OPS, Profile
-from tests.cost.calibrated_query import estimate
+from tests.cost.calibrated_query import estimate, table_work
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +69,12 @@ def test_simulator_reads_the_quick_profile_as_measured(quick_profile: Path) -> N
     mla = profile.model_shape.mla_spec()  # type: ignore[union-attr]
     table = next(t for t in profile.tables if t.op == "mla_decode")
     p = table.points[-1]
-    flops, nbytes = op_work("mla_decode", {**table.key, **p.at}, mla_spec=mla)
+    flops, nbytes = table_work("mla_decode", {**table.key, **p.at}, mla=mla)
     est = estimate(cost, "mla_decode", key=table.key, point=p.at, flops=flops, bytes_=nbytes)
     assert est.source == "measured" and not est.extrapolated
     assert est.seconds * 1e6 == pytest.approx(p.latency_us_p50, rel=1e-9)
     far = {**p.at, "kv_len": p.at["kv_len"] * 8}
-    flops, nbytes = op_work("mla_decode", {**table.key, **far}, mla_spec=mla)
+    flops, nbytes = table_work("mla_decode", {**table.key, **far}, mla=mla)
     est = estimate(cost, "mla_decode", key=table.key, point=far, flops=flops, bytes_=nbytes)
     assert est.source == "measured" and est.extrapolated
 
@@ -293,7 +292,7 @@ def test_decode_is_also_timed_at_an_attention_tp_ranks_heads() -> None:
     assert shape is not None
     few = plan.decode_heads[1]
     attrs = {"s_q": 1, "kv_dtype": "bf16", "heads": few, "batch": 4.0, "kv_len": 512.0}
-    flops, nbytes = op_work("mla_decode", attrs, mla_spec=shape.mla_spec())
+    flops, nbytes = table_work("mla_decode", attrs, mla=shape.mla_spec())
     est = estimate(cost,
         "mla_decode", key={k: attrs[k] for k in ("s_q", "kv_dtype", "heads")},
         point={"batch": 4.0, "kv_len": 512.0}, flops=flops, bytes_=nbytes,

@@ -13,8 +13,7 @@ from kernels_calib.grids import full_grids
 from sim.catalog import CATALOG_DIR, load_gpu
 from sim.catalog.profiles import load_profile
 from sim.cost.calibrated import CalibratedCost
-from sim.cost.op_work import op_work
-from tests.cost.calibrated_query import estimate
+from tests.cost.calibrated_query import estimate, table_work
 
 CSV_DIR = published.DEFAULT_CSV_DIR
 needs_csvs = pytest.mark.skipif(not (CSV_DIR / "mla").is_dir(), reason=f"no CSVs at {CSV_DIR}")
@@ -27,7 +26,7 @@ def rows(rel: str) -> list[dict[str, str]]:
 
 def us(cost: CalibratedCost, op: str, attrs: dict[str, object], key: set[str], dtype: str) -> float:
     mla = cost.profile.model_shape.mla_spec()  # type: ignore[union-attr]
-    flops, nbytes = op_work(op, attrs, mla_spec=mla, dtype=dtype)
+    flops, nbytes = table_work(op, attrs, mla=mla, dtype=dtype)
     est = estimate(
         cost,
         op,
