@@ -26,6 +26,7 @@ from sim.cost import comm
 from sim.cost.batch import BatchShape
 from sim.cost.memo import round_to_bucket
 from sim.cost.ops import AllGather, AllReduce, EpCombine, EpDispatch
+from sim.cost.overlap import LOW_LATENCY_TOKEN_CURVE_US
 from sim.cost.pricing import Pricer
 from sim.cost.rate import ZERO, OpTime, combine, scale
 from sim.cost.routed import receive_skew
@@ -267,10 +268,36 @@ def ep_exchange(
         nvlink_speedup=g.nvlink_gb_s / g.nic_gb_s,
     )
     shape = (max(per_gpu, 1.0), d.ep, mode, link.name, h, moe.experts_per_token)
-    return {
+    ops = {
         op.op: pr.link(op(*shape), fn(per_gpu, h, copies), link.bytes_per_s)
         for op, fn in ((EpDispatch, comm.dispatch_bytes), (EpCombine, comm.combine_bytes))
     }
+    if mode == "low_latency":
+        ops = {op: _with_latency_floor(pr, op, t, per_gpu) for op, t in ops.items()}
+    return ops
+
+
+# DeepEP's published low-latency figures (its README: H800, CX7 RDMA) are all taken at one
+# batch, 128 tokens per rank, so a price read from them grows in proportion to tokens. The
+# kernels also spend a part that does not grow with tokens (launch, the per-expert counts and
+# flags, the receiver's polling): aiconfigurator-core's one-node DeepEP low-latency table
+# (`sim.cost.overlap.LOW_LATENCY_TOKEN_CURVE_US`) puts dispatch + combine at 28.5 us for one
+# token per GPU, against 112.2 us at 128. Over RDMA that floor is no lower; it is taken as
+# that, split evenly between the two kernels.
+DEEPEP_LL_BENCHMARK_TOKENS = 128.0
+DEEPEP_LL_FLOOR_S = LOW_LATENCY_TOKEN_CURVE_US[0][1] * 1e-6 / 2
+
+
+def _with_latency_floor(pr: Pricer, op: str, t: OpTime, tokens_per_gpu: float) -> OpTime:
+    """A low-latency kernel's time read from DeepEP's 128-token figures, as a fixed floor plus
+    a part in proportion to tokens instead of all in proportion: `DEEPEP_LL_FLOOR_S` x
+    (1 - tokens / 128) more (less above 128 tokens). Only where a published table prices it
+    (a roofline price has its own fixed part)."""
+    if not pr.has_table(op) or t.seconds <= 0:
+        return t
+    share = tokens_per_gpu / DEEPEP_LL_BENCHMARK_TOKENS
+    seconds = max(t.seconds + DEEPEP_LL_FLOOR_S * (1.0 - share), DEEPEP_LL_FLOOR_S)
+    return replace(t, seconds=seconds)
 
 
 def unit_comm_ops(

@@ -57,35 +57,6 @@ class RankSegments:
         done = ~self.is_decode if self.samples is None else ~self.is_decode & self.samples
         return int(done.sum())
 
-    def split_in_two(self) -> tuple[RankSegments, RankSegments]:
-        """The two micro-batches of two-batch overlap, of about equal tokens: decode requests
-        alternate by context length (the first takes the odd one out); each prefill chunk is
-        cut in two at half its tokens (the second takes the odd token; the first part ends
-        where the second starts, and only the second samples), keeping its MLA path."""
-        dec = np.flatnonzero(self.is_decode)
-        dec = dec[np.argsort(self.k[dec], kind="stable")]
-        pre = np.flatnonzero(~self.is_decode)
-        first_q = np.floor(self.q[pre] / 2)
-        second_q = self.q[pre] - first_q
-        sampled = np.ones(len(self.q), dtype=bool) if self.samples is None else self.samples
-        parts = []
-        for d, q, k, smp in (
-            (dec[0::2], first_q, self.k[pre] - second_q, np.zeros(len(pre), dtype=bool)),
-            (dec[1::2], second_q, self.k[pre], sampled[pre]),
-        ):
-            kept = q > 0
-            sel = pre[kept]
-            parts.append(
-                RankSegments(
-                    q=np.concatenate([self.q[d], q[kept]]),
-                    k=np.concatenate([self.k[d], k[kept]]),
-                    is_decode=np.concatenate([self.is_decode[d], self.is_decode[sel]]),
-                    path=np.concatenate([self.path[d], self.path[sel]]),
-                    samples=np.concatenate([sampled[d], smp[kept]]),
-                )
-            )
-        return parts[0], parts[1]
-
 
 @dataclass(frozen=True, kw_only=True)
 class RankContext:

@@ -26,6 +26,7 @@ from sim.cost.batch import BatchShape
 from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
 from sim.cost.layer_ops import RankSegments
 from sim.cost.memo import buckets, centre, centres, round_to_bucket
+from sim.cost.micro_batches import split_in_two
 
 # a chunk's length and prefix: 2^(1/64) buckets (within 0.54%), as its attention grows with the
 # square of its tokens and a prompt of one length rounds the same way every step
@@ -135,10 +136,10 @@ def _rounded(x: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def halves(shape: MixedShape) -> tuple[MixedShape, MixedShape]:
-    """The shape's two two-batch-overlap micro-batches (`RankSegments.split_in_two` of the
-    segments it stands for), each rounded again."""
+    """The shape's two two-batch-overlap micro-batches (`sim.cost.micro_batches.split_in_two`
+    of the segments it stands for), each rounded again."""
     out = []
-    for part in mixed_segments(shape).split_in_two():
+    for part in split_in_two(mixed_segments(shape)):
         dec = part.is_decode
         groups: dict[tuple[int, float, float], int] = {}
         requests = (part.path[dec].tolist(), part.q[dec].tolist(), part.k[dec].tolist())

@@ -26,6 +26,7 @@ from sim.cost.layer_ops import (
 )
 from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
+from sim.cost.micro_batches import split_in_two
 from sim.cost.mixed_rank import MixedRanks, MixedWork
 from sim.cost.mixed_shape import MixedShape, mixed_shapes
 from sim.cost.overheads import engine_overheads, stream_overlap_s
@@ -310,9 +311,9 @@ class ServingCostModel:
 
         Only the MoE layers are split (`moe_layer_share`): the critical rank's dense layers,
         head and MTP passes run once, whole. In the MoE layers each rank splits its work in two
-        (`RankSegments.split_in_two`), except a rank that cannot (one decode request, or a
-        one-token chunk): SGLang splits it into an empty micro-batch and a whole one, so all its
-        work and tokens go to the second. A micro-batch's rank work is the largest part of a
+        (`sim.cost.micro_batches.split_in_two`), except a rank that cannot (one decode request,
+        or a one-token chunk): SGLang splits it into an empty micro-batch and a whole one, so all
+        its work and tokens go to the second. A micro-batch's rank work is the largest part of a
         splitting rank, or a whole rank's work if that is longer. The routed experts and the
         communication are re-priced for each micro-batch's tokens (the expert weights are read
         twice; each exchange is again set by its busiest sender or receiver) and the stages
@@ -385,7 +386,7 @@ class ServingCostModel:
             return self._mixed.halves_moe_s(shape)
 
         def price() -> tuple[float, float]:
-            first, second = shape_segments(shape).split_in_two()
+            first, second = split_in_two(shape_segments(shape))
             m = self.model
             return moe_layers_s(m, self._rank_ops(first)), moe_layers_s(m, self._rank_ops(second))
 

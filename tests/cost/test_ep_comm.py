@@ -194,3 +194,39 @@ def test_every_deepep_point_sits_below_its_link() -> None:
     assert all(0.5 < e < 1.0 for e in effs), sorted(effs)
     source = H800_PUB.roofline.comm_link_efficiency.source
     assert "20 comm points" in source and "left out" not in source
+
+
+def test_low_latency_exchange_keeps_a_floor_below_deepeps_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DeepEP's published low-latency figures are at 128 tokens per rank; away from it the
+    exchange is a fixed floor (half of the one-node dispatch + combine at one token, 28.5 us)
+    plus a part in proportion to tokens: at 128 tokens the published point, at 64 more than
+    half of it, at 256 less than twice, never below the floor. A roofline-priced exchange (no
+    DeepEP table) keeps its own fixed part only."""
+    d = ep32()
+
+    def exchange(cm: ServingCostModel, tokens: float) -> dict[str, float]:
+        load = CommLoad(
+            rank_tokens=tokens, sender_tokens=tokens, unit_tokens=32 * tokens, decode_only=True
+        )
+        ops = comm_ops.ep_exchange(cm.pricer, V3, d, H800, load)
+        return {op: t.seconds for op, t in ops.items()}
+
+    published = ServingCostModel(V3, H800, d, H800_PUB)
+    floor = comm_ops.DEEPEP_LL_FLOOR_S
+    assert floor == pytest.approx(28.5e-6 / 2)
+    sizes = (1, 64, 128, 256)
+    at = {n: exchange(published, n) for n in sizes}
+    assert at[128]["ep_dispatch"] == pytest.approx(155e-6, rel=1e-9)  # DeepEP's EP32 point
+    plain = ServingCostModel(V3, H800, d)
+    with_floor = {n: exchange(plain, n) for n in (64, 128)}
+    monkeypatch.setattr(comm_ops, "DEEPEP_LL_FLOOR_S", 0.0)
+    pure = {n: exchange(published, n) for n in sizes}  # all in proportion, the table's launch
+    for op, ref in at[128].items():
+        assert ref == pure[128][op]
+        assert at[64][op] == pytest.approx(pure[64][op] + floor / 2, rel=1e-9)
+        assert at[256][op] == pytest.approx(pure[256][op] - floor, rel=1e-9)
+        assert at[64][op] > at[128][op] / 2 and at[256][op] < 2 * at[128][op]
+        assert at[1][op] >= floor
+    assert with_floor == {n: exchange(plain, n) for n in (64, 128)}

@@ -99,8 +99,9 @@ def test_two_batch_overlap_hides_comm_at_large_batch_only() -> None:
 
 def test_each_micro_batch_reads_the_attention_weights_again() -> None:
     """Under two-batch overlap a decode rank's half batch re-reads its projection weights, so it
-    costs more than half the full batch; a prefill rank's (compute-bound) work is cut in two
-    chunks of half its tokens, each about half the whole. Only the MoE layers' work is split
+    costs more than half the full batch; a prefill rank's (compute-bound) work splits into
+    two micro-batches of whole prompts (two-chunk split: one prompt per rank is cut at its
+    midpoint), each about half the whole. Only the MoE layers' work is split
     (the dense layers and the head run once, whole)."""
     cm = ServingCostModel(V3, H800, dp(two_batch_overlap=True), H800_PUB)
 
