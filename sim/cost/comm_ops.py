@@ -4,6 +4,15 @@ TP all-reduce after attention (and after the FFN when experts split the same way
 and scatter between DP attention and TP experts or unit-wide dense layers, and the EP dispatch /
 combine of DeepEP.
 
+TensorRT-LLM moves a MoE layer's tokens its own way on Hopper (`trtllm_moe_comm`): with
+attention TP the routed and shared outputs are summed and all-reduced over the TP group like a
+TP FFN's (`Deepseekv3MoE.forward`, tensorrt_llm/_torch/models/modeling_deepseekv3.py); with
+attention DP its CUTLASS MoE all-gathers every rank's BF16 hidden states with their top-k ids
+and weights and reduce-scatters the outputs (`CutlassFusedMoE.forward_chunk` and
+`reducescatter_or_allreduce`, tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py): its
+all-to-all needs multi-node NVLink (GB200) or the opt-in `TRTLLM_CAN_USE_DEEP_EP`, so an H100
+or H200 node runs no DeepEP kernel.
+
 EP dispatch and combine run in lock-step over the whole unit, so a layer's exchange lasts as
 long as the GPU that moves the most bytes takes: the busiest sender (the rank with the most
 tokens in the step, whatever its attention time) or the busiest receiver (under skewed routing,
@@ -183,6 +192,9 @@ def layer_comm_ops(
     ops: dict[str, OpTime] = {}
     if d.attn_tp > 1:
         ops["tp_allreduce"] = tp_allreduce(pr, m, d, g, load.rank_tokens)
+    if d.engine == "trtllm" and d.ep > 1:
+        ops.update(trtllm_moe_comm(pr, m, d, g, load))
+        return ops
     if d.moe_tp > d.attn_tp:  # DP attention feeding TP experts: gather, then scatter back
         ops["dp_gather"] = dp_gather(pr, m, d, g, load, d.moe_tp).op
     if d.ep > 1:
@@ -243,10 +255,43 @@ def tp_allreduce(pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, tokens: fl
         return ZERO
     h = m.hidden_size
     per_layer = comm.allreduce_bytes(tokens, h, d.attn_tp)
-    per_layer *= 2 if 1 < d.moe_tp <= d.attn_tp else 1
+    per_layer *= 2 if 1 < d.moe_tp <= d.attn_tp or trtllm_moe_allreduce(d) else 1
     op = AllReduce(bytes=tokens * h * comm.BF16, gpus=d.attn_tp, link="nvlink")
     link = comm.group_link(g, d.attn_tp, d.gpus_per_node)
     return pr.link(op, per_layer, link.bytes_per_s)
+
+
+ROUTING_BYTES_PER_PICK = 4.0 + 4.0  # an int32 expert id and an FP32 weight per top-k pick
+
+
+def trtllm_moe_allreduce(d: Deployment) -> bool:
+    """Whether TensorRT-LLM all-reduces a MoE layer's output over the attention TP group: with
+    attention TP over the whole unit, whatever the experts' EP x TP split (module docstring)."""
+    return d.engine == "trtllm" and d.attn_tp > 1 and d.attn_dp == 1
+
+
+def trtllm_moe_comm(
+    pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, load: CommLoad
+) -> dict[str, OpTime]:
+    """One MoE layer's token movement under TensorRT-LLM's CUTLASS MoE with EP (module
+    docstring). Attention TP: none beyond the TP all-reduce, which sums the MoE's output
+    (`tp_allreduce` counts it). Attention DP: every GPU gathers all ranks' tokens (BF16 hidden
+    state, top-k expert ids as int32 and weights as FP32, as many rows as the ranks hold: the
+    all-gather is sized by each rank's own count) and reduce-scatters the BF16 outputs; the
+    reduce-scatter moves the same bytes per GPU as the all-gather of the outputs, so it is
+    priced at the all-gather's rate, as `dp_gather` prices SGLang's scatter."""
+    if trtllm_moe_allreduce(d) or load.unit_tokens <= 0:
+        return {}
+    h, topk, gpus = m.hidden_size, m.moe.experts_per_token, d.gpus
+    link = comm.group_link(g, gpus, d.gpus_per_node)
+    rows = load.unit_tokens
+    gather_row = h * comm.BF16 + topk * ROUTING_BYTES_PER_PICK
+    times = []
+    for row_bytes in (gather_row, h * comm.BF16):
+        op = AllGather(bytes=rows * row_bytes, gpus=gpus, link=link.name)
+        moved = (gpus - 1) / gpus * rows * row_bytes
+        times.append(pr.link(op, moved, link.bytes_per_s))
+    return {"dp_gather": combine(*times)}
 
 
 def ep_exchange(

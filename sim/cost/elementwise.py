@@ -228,7 +228,7 @@ def mlp_kernels(name: str, c: RankContext, tokens: float, inter: int, layers: in
 def ffn_kernels(c: RankContext, tokens: float, moe_layers: int, dense_layers: int) -> list[Kernel]:
     """Rank-side FFN kernels: the router and shared experts of MoE layers; dense MLP layers."""
     moe = c.model.moe
-    shared_i = moe.n_shared_experts * moe.moe_intermediate_size // c.moe_tp
+    shared_i = moe.n_shared_experts * moe.moe_intermediate_size // c.shared_tp
     dense_i = moe.dense_intermediate_size // c.dense_split
     route = router_bytes(moe.n_routed_experts, moe.experts_per_token)
     router = Kernel(name="router", tokens=tokens, bytes_per_token=route, layers=moe_layers)

@@ -65,7 +65,7 @@ class RankContext:
     model: ModelSpec
     heads: int  # attention heads on one GPU of the rank
     tp: int  # attention TP
-    moe_tp: int
+    shared_tp: int  # GPUs one shared expert is split over (`overheads.shared_expert_tp`)
     dense_split: int
     weight_dtype: str
     kv_dtype: str
@@ -250,7 +250,7 @@ def ffn_rank_ops(
     """Per-layer rank-side FFN work: MoE gate and shared experts; and, with `dense`, one dense
     MLP layer (the MTP module has none: it is a MoE layer)."""
     moe, d = c.model.moe, c.model.hidden_size
-    shared_i = moe.n_shared_experts * moe.moe_intermediate_size // c.moe_tp
+    shared_i = moe.n_shared_experts * moe.moe_intermediate_size // c.shared_tp
     ops = {
         "moe_gate": gemm(pr, c, tokens, d, moe.n_routed_experts, "bf16"),  # BF16 in checkpoints
         "moe_shared": combine(

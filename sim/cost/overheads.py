@@ -35,6 +35,9 @@ scenarios that name no engine price exactly as before. What an engine changes:
   at 4-64 tokens, far from what the routed side leaves of HBM bandwidth, so the two share it
   without slowing each other measurably at these sizes (no measurement of the pair running
   together is bundled: that is the assumption). vLLM is not read here: no overlap.
+- **the shared experts' split.** TensorRT-LLM splits a MoE layer's shared experts over the
+  attention TP group whatever the routed experts' EP x TP, and runs them whole on each rank
+  under attention DP (`shared_expert_tp`); the other engines split them as the routed experts.
 - **scheduler CPU time.** Each engine runs its scheduler (batch building, KV allocation, output
   processing) on the CPU while the GPU runs the previous step: SGLang's overlap scheduler
   (default since v0.4), vLLM's async scheduling (default since v0.14.0), TensorRT-LLM's overlap
@@ -45,11 +48,13 @@ docs/serving-overheads.md gives the sources and what is left out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sim.cost.rate import OpTime
 from sim.specs.deployment import Deployment
+from sim.specs.model import ModelSpec
 
 # aiconfigurator-core 0.12.0, systems/data/h200_sxm/quantize/<engine>/<version>/
 # scale_matrix_perf.parquet: median latency over m <= 16, k <= 2048 (tests/cost/test_overheads.py
@@ -192,3 +197,22 @@ def stream_overlap_s(
         return 0.0
     routed = sum(ops[name].seconds for name in ROUTED_SIDE if name in ops)
     return min(shared.seconds, routed)
+
+
+FP8_SCALE_BLOCK = 128  # DeepSeek-V3's FP8 checkpoints: one weight scale per 128 x 128 block
+
+
+def shared_expert_tp(model: ModelSpec, d: Deployment) -> int:
+    """GPUs a MoE layer's shared experts are split over: the routed experts' TP, except under
+    TensorRT-LLM, which splits them over the attention TP group whatever the routed experts'
+    EP x TP, as far as whole 128-wide FP8 scale blocks allow (gcd of intermediate / 128 and
+    tp_size), and runs them whole on each rank under attention DP
+    (`Deepseekv3MoE._compute_shared_expert_tp_size`,
+    tensorrt_llm/_torch/models/modeling_deepseekv3.py)."""
+    if d.engine != "trtllm":
+        return d.moe_tp
+    if d.attn_tp == 1:
+        return 1
+    shared = model.moe.n_shared_experts * model.moe.moe_intermediate_size
+    blocks = shared // FP8_SCALE_BLOCK if d.weight_dtype == "fp8" else shared
+    return math.gcd(max(blocks, 1), d.attn_tp)

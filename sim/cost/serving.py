@@ -29,7 +29,7 @@ from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_l
 from sim.cost.micro_batches import split_in_two
 from sim.cost.mixed_rank import MixedRanks, MixedWork
 from sim.cost.mixed_shape import MixedShape, mixed_shapes
-from sim.cost.overheads import engine_overheads, stream_overlap_s
+from sim.cost.overheads import engine_overheads, shared_expert_tp, stream_overlap_s
 from sim.cost.overlap import MicroBatch, comm_time, moe_layers_s, overlapped_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_shape import RankShape, decode_shapes, rank_shape, shape_segments
@@ -113,7 +113,7 @@ class ServingCostModel:
             model=model,
             heads=model.num_heads // d.attn_tp,
             tp=d.attn_tp,
-            moe_tp=d.moe_tp,
+            shared_tp=shared_expert_tp(model, d),
             # `unit`: the dense MLP is unit-wide work (`sim.cost.dense`); its SiLU, over the
             # gathered rows at 1/GPUs of the width, is a rank's rows at 1/attn_tp
             dense_split=1 if d.dense_ffn == "dp" else d.attn_tp,
