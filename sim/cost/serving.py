@@ -317,8 +317,7 @@ class ServingCostModel:
         splitting rank, or a whole rank's work if that is longer. The routed experts and the
         communication are re-priced for each micro-batch's tokens (the expert weights are read
         twice; each exchange is again set by its busiest sender or receiver) and the stages
-        scheduled by `sim.cost.overlap.overlapped_s`. With no rank splitting, nothing is hidden
-        or added.
+        scheduled by `sim.cost.overlap.overlapped_s`. No rank splitting: nothing hidden or added.
         """
         whole = np.zeros(batch.num_ranks, dtype=bool)
         if (n_r == 1).any():
