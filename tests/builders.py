@@ -2,9 +2,10 @@
 
 `TINY` is the small scenario most run-level tests start from (one 8-GPU H200 node, seconds of
 simulated time); `tiny(...)` replaces its top-level keys and `poisson(...)` writes a workload.
-`unit` and `pd_pair` build the one-node deployments the engine tests drive with a fixed cost
-model. `SHORT_TEXT` and `SMALL_TEXT` are scenario files for tests that read YAML; `MEASURED_ROW`
-and `write_rows_csv` make a measured-rows CSV for the validation tests. Import them as
+`decode_ranks` is a decode-only batch with given requests per rank. `unit` and `pd_pair`
+build the one-node deployments the engine tests drive with a fixed cost model. `SHORT_TEXT`
+and `SMALL_TEXT` are scenario files for tests that read YAML; `MEASURED_ROW` and
+`write_rows_csv` make a measured-rows CSV for the validation tests. Import them as
 `from tests.builders import ...` (pyproject puts the repository root on the path)."""
 
 from __future__ import annotations
@@ -13,9 +14,24 @@ import csv
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from sim.cost.batch import BatchShape
 from sim.specs.deployment import Deployment, PdDeployment
 from sim.specs.scenario import Scenario
 from sim.validate.rows import REQUIRED_COLUMNS
+
+
+def decode_ranks(counts: list[int], kv: int) -> BatchShape:
+    """A decode-only step: `counts[r]` requests on rank r, each with `kv` cached tokens."""
+    rank = np.repeat(np.arange(len(counts)), counts)
+    return BatchShape(
+        num_ranks=len(counts),
+        rank=rank,
+        new_tokens=np.ones(rank.size, dtype=np.int64),
+        kv_tokens=np.full(rank.size, kv),
+        is_decode=np.ones(rank.size, dtype=bool),
+    )
 
 
 def poisson(rate_req_s: float, input_tokens: int, output_tokens: int) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from sim.cost.batch import BatchShape
 from sim.cost.overlap import Stage, _schedule, micro_batch_step, two_batch_step
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
+from tests.builders import decode_ranks
 
 V3, H800 = load_model("deepseek-v3"), load_gpu("h800")
 
@@ -75,14 +76,7 @@ def test_unequal_micro_batches_extrapolate_like_the_full_schedule(
 
 
 def decode(counts: list[int], kv: int = 4096) -> BatchShape:
-    rank = np.repeat(np.arange(len(counts)), counts)
-    return BatchShape(
-        num_ranks=len(counts),
-        rank=rank,
-        new_tokens=np.ones(rank.size, dtype=np.int64),
-        kv_tokens=np.full(rank.size, kv),
-        is_decode=np.ones(rank.size, dtype=bool),
-    )
+    return decode_ranks(counts, kv)
 
 
 def test_one_request_per_rank_is_not_split() -> None:

@@ -3,7 +3,6 @@ module docstring, `sim.cost.overheads.shared_expert_tp`): no DeepEP kernel on an
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from sim.catalog import load_gpu, load_model
@@ -15,6 +14,7 @@ from sim.cost.ops import AllGather
 from sim.cost.overheads import shared_expert_tp
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
+from tests.builders import decode_ranks
 
 V3, H200 = load_model("deepseek-v3"), load_gpu("h200")
 TRTLLM = load_profile("h200-trtllm")
@@ -22,14 +22,7 @@ EXCHANGE = ("ep_dispatch", "ep_combine")
 
 
 def decode(counts: list[int], kv: int = 2048) -> BatchShape:
-    rank = np.repeat(np.arange(len(counts)), counts)
-    return BatchShape(
-        num_ranks=len(counts),
-        rank=rank,
-        new_tokens=np.ones(rank.size, dtype=np.int64),
-        kv_tokens=np.full(rank.size, kv),
-        is_decode=np.ones(rank.size, dtype=bool),
-    )
+    return decode_ranks(counts, kv)
 
 
 def dep(engine: str | None, **kw: object) -> Deployment:
