@@ -2,26 +2,33 @@
 
 A query op is read at the point of its nearest table (`_nearest`) clamped to that table's grid,
 interpolated log-log there (`Grid.latency_s`); the table's fixed part (`_fixed_s`) is kept and its
-work part credited per resource (`_credit`); a table from another GPU is first carried to this
-one (`_carried`). An op without any table is priced at the profile's roofline factors.
+work part credited per resource (`_credit`); a query off that point (another key, past an edge)
+is read off its slice of the grid (`_slice_s`), so that it cannot get cheaper as it grows; a
+table from another GPU is first carried to this one (`_carried`). An op without any table is
+priced at the profile's roofline factors.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numpy.typing import NDArray
 
 from sim.cost.attention_ops import OP_TYPES
+from sim.cost.memo import BoundedCache
 from sim.cost.ops import Op, elem_bytes
 from sim.cost.rate import Rate
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import MlaSpec, ModelSpec
 from sim.specs.profile import COMM_OPS, MLA_SHAPED_OPS, OpTable, Profile, check_op
 
+Attrs = Mapping[str, object]  # an op's attributes by name
+QuerySeconds = Callable[[Attrs], tuple[float, float]]
+SLICES = 4096  # slices kept (a slice: at most one table's grid of prices)
 MISMATCH = 10.0  # key distance of a differing text attribute or dtype (~ a 22000x numeric gap)
 
 
@@ -81,19 +88,8 @@ class Grid:
 
     def latency_s(self, at: Mapping[str, float]) -> float:
         """Latency at on-grid coordinates: multilinear in log-latency over log-axes."""
-        corners: list[tuple[int, float]] = [(0, 1.0)]
-        for name, axis, stride in zip(self.table.axes, self.log_axes, self.strides, strict=True):
-            if len(axis) == 1:
-                continue
-            x = math.log(at[name])
-            j = min(max(bisect_right(axis, x) - 1, 0), len(axis) - 2)
-            w = min(max((x - axis[j]) / (axis[j + 1] - axis[j]), 0.0), 1.0)
-            corners = [
-                (i + (j + d) * stride, cw * (w if d else 1.0 - w))
-                for i, cw in corners
-                for d in (0, 1)
-            ]
-        return math.exp(sum(self.log_latency[i] * w for i, w in corners if w))
+        axes = zip(self.table.axes, self.log_axes, self.strides, strict=True)
+        return _interpolate(axes, self.log_latency, at)
 
     def node(self, flat: int) -> dict[str, float]:
         """Coordinates of grid point `flat` (an index into `log_latency`)."""
@@ -127,6 +123,7 @@ class CalibratedCost:
                 grid = self._carried(grid)
             self._grids.setdefault(table.op, []).append(grid)
         self._choice: dict[tuple[object, ...], tuple[list[Grid], float]] = {}
+        self._slices: BoundedCache[tuple[object, ...], NDArray[np.float64]] = BoundedCache(SLICES)
 
     def has_table(self, op: str) -> bool:
         """Whether the profile holds a table for `op` (else the roofline prices it)."""
@@ -139,11 +136,14 @@ class CalibratedCost:
         e_c, e_m = self._typical(op.op)
         if op.op not in self._grids:
             return self._roofline(op.op, e_c, e_m)
-        attrs = op.attributes()
-        flops, bytes_ = OP_TYPES[op.op].of(attrs).work(self._mla, elem_bytes(dtype))
         peak = self.gpu.peak_flops_per_s(dtype) * e_c
         bandwidth = self.gpu.hbm_bytes_per_s * e_m
-        return self._table_rate(op.op, attrs, dtype, (flops / peak, bytes_ / bandwidth))
+
+        def query_s(attrs: Attrs) -> tuple[float, float]:
+            flops, bytes_ = OP_TYPES[op.op].of(attrs).work(self._mla, elem_bytes(dtype))
+            return flops / peak, bytes_ / bandwidth
+
+        return self._table_rate(op.op, op.attributes(), dtype, query_s, context=dtype)
 
     def link_rate(self, op: Op, link_bytes_per_s: float) -> Rate:
         """The rate of a comm op at its shape over a link of that speed (memory: link traffic)."""
@@ -153,8 +153,11 @@ class CalibratedCost:
         eff = self._typical(op.op)[1]
         if op.op not in self._grids:
             return self._roofline(op.op, math.inf, eff)
-        link_s = op.work(None, 1.0)[1] / (link_bytes_per_s * eff)
-        return self._table_rate(op.op, op.attributes(), "bf16", (0.0, link_s))
+
+        def query_s(attrs: Attrs) -> tuple[float, float]:
+            return 0.0, OP_TYPES[op.op].of(attrs).work(None, 1.0)[1] / (link_bytes_per_s * eff)
+
+        return self._table_rate(op.op, op.attributes(), "bf16", query_s, context=link_bytes_per_s)
 
     def _roofline(self, op: str, compute_eff: float, memory_eff: float) -> Rate:
         """No table: the profile's roofline factors and its launch overhead."""
@@ -167,10 +170,11 @@ class CalibratedCost:
         )
 
     def _table_rate(
-        self, op: str, attrs: Mapping[str, object], dtype: str, query_s: tuple[float, float]
+        self, op: str, attrs: Attrs, dtype: str, query_s: QuerySeconds, context: object
     ) -> Rate:
-        """The rule of the module docstring; `query_s`: q's compute and memory (link) seconds at
-        the profile's efficiencies on the GPU (link) that runs it."""
+        """The rule of the module docstring; `query_s`: an op's compute and memory (link)
+        seconds at its attributes, at the profile's efficiencies on the GPU (link) that runs it
+        (`context`: what else it depends on, the dtype or the link)."""
         names = sorted({k for g in self._grids[op] for k in g.table.key})
         cache_key = (op, dtype, *(attrs[n] for n in names))
         if cache_key not in self._choice:
@@ -181,12 +185,16 @@ class CalibratedCost:
         at, far = grid.clamp(attrs)
         table = grid.table
         e_c, e_m = self._typical(op)
-        held = self._resources(grid, at, attrs)
+        q_s, held = query_s(attrs), self._resources(grid, at, attrs)
         t_c = grid.latency_s(at)
         fixed = grid.fixed_s
         k_c, k_m = _credit(t_c - fixed, held)
+        work_s = max(q_s[0] * k_c, q_s[1] * k_m)
+        if (key_distance > 0 or far > 0) and work_s > 0:  # q is not c: its slice's price
+            scale = (self._slice_s(grid, attrs, query_s, context) - fixed) / work_s
+            k_c, k_m = k_c * scale, k_m * scale
         # the table's own op on its own GPU (or link): q's resources are c's, its latency back
-        as_measured = key_distance == 0 and far == 0 and query_s == held
+        as_measured = key_distance == 0 and far == 0 and q_s == held
         how = "at its grid" if far == 0 else "clamped to its grid"
         how += "" if key_distance == 0 else f", nearest key {table.key}"
         how += f", efficiency from {self._borrowed}" if self._borrowed else ""
@@ -199,6 +207,45 @@ class CalibratedCost:
             detail=f"{op}[{table.impl}] {how}; fixed {fixed * 1e6:.3g} us + work, "
             f"{t_c * 1e6:.3g} us there; {table.source}",
         )
+
+    def _slice_s(self, grid: Grid, attrs: Attrs, query_s: QuerySeconds, context: object) -> float:
+        """q's price read off its slice of the grid: the nodes that share its clamped
+        coordinates, each priced by the rule for q moved onto that node's in-grid
+        coordinates, made non-decreasing along every in-grid axis wherever the table's own
+        points rise there (a running maximum, restarted where they fall), and interpolated
+        log-log at q."""
+        axes = grid.table.axes
+        inside = [a for a, v in axes.items() if len(v) > 1 and v[0] <= float(attrs[a]) <= v[-1]]  # type: ignore[arg-type]
+        held_attrs = tuple((n, v) for n, v in attrs.items() if n not in inside)
+        key = (id(grid), context, held_attrs)
+        log_prices = self._slices.get(key, lambda: self._slice(grid, attrs, inside, query_s))
+        sizes = [len(axes[a]) for a in inside]
+        strides = [math.prod(sizes[i + 1 :]) for i in range(len(inside))]
+        log_axes = [grid.log_axes[list(axes).index(a)] for a in inside]
+        at = {a: float(attrs[a]) for a in inside}  # type: ignore[arg-type]
+        return _interpolate(zip(inside, log_axes, strides, strict=True), log_prices, at)
+
+    def _slice(
+        self, grid: Grid, attrs: Attrs, inside: list[str], query_s: QuerySeconds
+    ) -> NDArray[np.float64]:
+        axes, names = grid.table.axes, list(grid.table.axes)
+        edge = grid.clamp(attrs)[0]
+        shape = [len(axes[a]) if a in inside else 1 for a in names]
+        prices, measured = np.empty(shape), np.empty(shape)
+        for idx in np.ndindex(*shape):
+            moved = {a: axes[a][j] for a, j in zip(names, idx, strict=True) if a in inside}
+            node = {**edge, **moved}
+            flat = sum(axes[a].index(node[a]) * s for a, s in zip(names, grid.strides, strict=True))
+            measured[idx] = latency = math.exp(grid.log_latency[flat])
+            k = _credit(latency - grid.fixed_s, self._resources(grid, node, attrs))
+            q = query_s({**attrs, **moved})
+            prices[idx] = grid.fixed_s + max(q[0] * k[0], q[1] * k[1])
+        for axis in range(prices.ndim):  # carried up each step where the table itself rises
+            p, m = np.moveaxis(prices, axis, 0), np.moveaxis(measured, axis, 0)
+            for j in range(1, p.shape[0]):
+                p[j] = np.where(m[j] >= m[j - 1], np.maximum(p[j], p[j - 1]), p[j])
+        out: NDArray[np.float64] = np.log(prices.ravel())
+        return out
 
     def _resources(
         self, grid: Grid, at: Mapping[str, float], attrs: Mapping[str, object]
@@ -264,6 +311,25 @@ class CalibratedCost:
             scored.append((dist, grid))
         best = min(d for d, _ in scored)
         return [g for d, g in scored if d == best], best
+
+
+def _interpolate(
+    axes: Iterable[tuple[str, Sequence[float], int]],
+    log_values: Sequence[float] | NDArray[np.float64],
+    at: Mapping[str, float],
+) -> float:
+    """Multilinear interpolation in log value over log axes (name, log values, flat stride)."""
+    corners: list[tuple[int, float]] = [(0, 1.0)]
+    for name, axis, stride in axes:
+        if len(axis) == 1:
+            continue
+        x = math.log(at[name])
+        j = min(max(bisect_right(axis, x) - 1, 0), len(axis) - 2)
+        w = min(max((x - axis[j]) / (axis[j + 1] - axis[j]), 0.0), 1.0)
+        corners = [
+            (i + (j + d) * stride, cw * (w if d else 1.0 - w)) for i, cw in corners for d in (0, 1)
+        ]
+    return math.exp(sum(float(log_values[i]) * w for i, w in corners if w))
 
 
 def _credit(work_s: float, held: tuple[float, float]) -> tuple[float, float]:

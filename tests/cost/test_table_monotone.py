@@ -182,3 +182,34 @@ def test_below_every_grid_an_op_still_costs_a_launch(name: str) -> None:
         smallest = min(p.latency_us_p50 for p in table.points) * 1e-6
         est = estimate(name, table, {a: v[0] / SPAN for a, v in table.axes.items()})
         assert est.extrapolated and est.seconds >= min(launch_s, smallest) * (1 - ROUNDING)
+
+
+# falls random draws found, each along m with n held off the grid or inside it:
+# (profile, GPU run on, gemm k, dtype, n, m from, m to)
+FOUND_FALLS = [
+    # n 4.5x past the grid's 65,536: q's weight bytes are 4.5x c's, its m x k input bytes
+    # c's, so q's traffic grew proportionally less than c's where c's measured time stayed
+    # flat; q, priced by the work ratio at c, fell 0.03%
+    ("b200-sglang", "h100", 5120, "fp8", 294_556.0, 37.0, 64.3),
+    ("h200-sglang", "b200", 16384, "fp8", 72_840.0, 49.1, 54.6),
+    # n below the grid (256), carried to a GPU whose ridge lies elsewhere: 0.17%
+    ("b200-trtllm", "h20", 1536, "bf16", 55.0, 20.0, 160.0),
+    ("b200-trtllm", "h20", 1536, "fp8", 55.0, 20.0, 160.0),
+    # m from below the grid into it with n inside, where the table falls along n: a slice
+    # that carried its running maximum across that fall priced the smaller op 1.6% higher
+    ("h100-sglang", "h100", 2048, "bf16", 610.9, 0.34, 1.54),
+    ("b200-sglang", "b200", 1024, "bf16", 521.9, 0.15, 1.0),
+]
+
+
+@pytest.mark.parametrize(("name", "gpu", "k", "dtype", "n", "lo", "hi"), FOUND_FALLS)
+def test_found_falls_stay_fixed(
+    name: str, gpu: str, k: int, dtype: str, n: float, lo: float, hi: float
+) -> None:
+    table = next(
+        t for t in _tables(name) if t.op == "gemm" and t.key == {"k": k} and t.dtype == dtype
+    )
+    steps = [lo * (hi / lo) ** (i / 40) for i in range(41)]
+    times = [seconds(name, table, {"n": n, "m": m}, gpu) for m in steps]
+    falls = [(m, b / a - 1) for m, (a, b) in zip(steps[1:], itertools.pairwise(times), strict=True)]
+    assert all(f >= -ROUNDING for _, f in falls), [x for x in falls if x[1] < -ROUNDING]
