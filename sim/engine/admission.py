@@ -65,13 +65,15 @@ def fifo_admit(
     the rank's prefill budget, and stops at the first that does not. Ranks do not share a
     budget, so they are taken one after another: a step admits a few requests (its arrivals
     and completions), and a loop over them reads Python ints, not arrays (`_walk`). Where
-    nothing is reserved, ranks that queue a single request (the usual step: each arrival on its
-    own rank, every queue empty after admission) are admitted by `_admit_heads` in a few array
-    operations over the queue heads instead.
+    nothing is reserved, ranks that can admit at most their head, because they queue a single
+    request (a unit below its slots: each arrival on its own rank) or have a single free slot (a
+    saturated unit: a request finished on a rank with a queue), are admitted by `_admit_heads`
+    in a few array operations over the queue heads instead.
     """
     if reserve is None:
         g = ranks + lo
-        single = q.single_heads(g)
+        # a rank queueing one request, or with one free slot, admits at most its head
+        single = q.single_heads(g) | (budget.free_slots[ranks] == 1)
         if single.all():
             return _admit_heads(q, g, ranks, budget)
         if single.any():  # the walk for ranks queueing more, merged in rank order
@@ -134,10 +136,10 @@ def _walk(
 def _admit_heads(
     q: RankQueues, g: IntArray, ranks: IntArray, budget: RankBudget
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
-    """`fifo_admit` where each of `ranks` queues exactly one request, whose pages and slot
-    already fit (`RankQueues.admissible`): it joins unless it has prefill left and its rank's
-    prefill budget is spent, with a chunk of what the budget has left (`g`: `ranks` in the
-    pool)."""
+    """`fifo_admit` where each of `ranks` can admit at most its first queued request (it queues
+    one, or has one free slot), whose pages and slot already fit (`RankQueues.admissible`): it
+    joins unless it has prefill left and its rank's prefill budget is spent, with a chunk of what
+    the budget has left (`g`: `ranks` in the pool)."""
     ids, pages, tokens = q.heads(g)
     left = budget.prefill_tokens[ranks]
     joins = (tokens == 0) | (left > 0)
@@ -151,7 +153,7 @@ def _admit_heads(
     budget.free_pages[ranks] -= pages
     budget.free_slots[ranks] -= 1
     budget.prefill_tokens[ranks] = left - chunks
-    q.drop_heads(g)
+    q.pop_heads(g)
     return ids, ranks, pages, chunks
 
 

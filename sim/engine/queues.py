@@ -86,8 +86,21 @@ class RankQueues:
         self.queued_pages[r] += sum(e[1] for e in entries)
 
     def pop_heads(self, ranks: IntArray) -> None:
-        """Drop the first entry of each of `ranks` (distinct, none empty): admitted heads."""
-        self.drop_fronts(ranks.tolist(), [1] * int(ranks.shape[0]))
+        """Drop the first entry of each of `ranks` (distinct, none empty): admitted heads. The
+        entry behind each moves into the head arrays, all of them in one assignment."""
+        st = self._state
+        longer = st[3, ranks] > 1
+        if not longer.any():
+            st[:, ranks] = self._EMPTIED
+            return
+        if not longer.all():
+            st[:, ranks[~longer]] = self._EMPTIED
+            ranks = ranks[longer]
+        rest = self._rest
+        behind = [rest[r].popleft() for r in ranks.tolist()]
+        st[3, ranks] -= 1
+        st[4, ranks] -= st[1, ranks]  # the admitted heads' pages
+        st[:3, ranks] = np.array(behind, dtype=np.int64).T
 
     def front(self, r: int) -> Iterator[Entry]:
         """Rank r's queue, oldest first, to read (change it only through this class)."""
