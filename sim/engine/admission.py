@@ -74,9 +74,10 @@ def fifo_admit(
         g = ranks + lo
         # a rank queueing one request, or with one free slot, admits at most its head
         single = q.single_heads(g) | (budget.free_slots[ranks] == 1)
-        if single.all():
+        n_single = int(np.count_nonzero(single))  # cheaper than all() / any() on small arrays
+        if n_single == single.shape[0]:
             return _admit_heads(q, g, ranks, budget)
-        if single.any():  # the walk for ranks queueing more, merged in rank order
+        if n_single:  # the walk for ranks queueing more, merged in rank order
             heads = _admit_heads(q, g[single], ranks[single], budget)
             walked = _walk(q, t, lo, ranks[~single], budget, None)
             order = np.argsort(np.concatenate([heads[1], walked[1]]), kind="stable")
@@ -143,7 +144,7 @@ def _admit_heads(
     ids, pages, tokens = q.heads(g)
     left = budget.prefill_tokens[ranks]
     joins = (tokens == 0) | (left > 0)
-    if not joins.all():
+    if np.count_nonzero(joins) != joins.shape[0]:
         ranks, g, ids, pages, tokens, left = (
             a[joins] for a in (ranks, g, ids, pages, tokens, left)
         )

@@ -50,7 +50,7 @@ class RankQueues:
         """Queue entry (ids[k], pages[k], tokens[k]) at the back of rank ranks[k], in order."""
         n = self.length.shape[0]
         added = np.bincount(ranks, minlength=n)
-        if ranks.shape[0] and not self.length[ranks].any() and int(added.max()) == 1:
+        if ranks.shape[0] and not np.count_nonzero(self.length[ranks]) and int(added.max()) == 1:
             # distinct ranks, every queue empty: each entry is its rank's head
             st = self._state
             st[0, ranks], st[1, ranks], st[2, ranks] = ids, pages, tokens
@@ -90,10 +90,11 @@ class RankQueues:
         entry behind each moves into the head arrays, all of them in one assignment."""
         st = self._state
         longer = st[3, ranks] > 1
-        if not longer.any():
+        n_longer = int(np.count_nonzero(longer))  # cheaper than any() / all() on small arrays
+        if n_longer == 0:
             st[:, ranks] = self._EMPTIED
             return
-        if not longer.all():
+        if n_longer < longer.shape[0]:
             st[:, ranks[~longer]] = self._EMPTIED
             ranks = ranks[longer]
         rest = self._rest
