@@ -141,19 +141,20 @@ def _admit_heads(
     one, or has one free slot), whose pages and slot already fit (`RankQueues.admissible`): it
     joins unless it has prefill left and its rank's prefill budget is spent, with a chunk of what
     the budget has left (`g`: `ranks` in the pool)."""
-    ids, pages, tokens = q.heads(g)
-    left = budget.prefill_tokens[ranks]
-    joins = (tokens == 0) | (left > 0)
-    if np.count_nonzero(joins) != joins.shape[0]:
-        ranks, g, ids, pages, tokens, left = (
-            a[joins] for a in (ranks, g, ids, pages, tokens, left)
-        )
-        if ranks.shape[0] == 0:
-            return _NONE, _NONE, _NONE, _NONE
-    chunks = np.minimum(tokens, left)
+    ids, pages, chunks = q.heads(g)
+    if np.count_nonzero(chunks):  # some have prefill left (else all join with chunk 0)
+        left = budget.prefill_tokens[ranks]
+        joins = (chunks == 0) | (left > 0)
+        if np.count_nonzero(joins) != joins.shape[0]:
+            ranks, g, ids, pages, chunks, left = (
+                a[joins] for a in (ranks, g, ids, pages, chunks, left)
+            )
+            if ranks.shape[0] == 0:
+                return _NONE, _NONE, _NONE, _NONE
+        chunks = np.minimum(chunks, left)
+        budget.prefill_tokens[ranks] = left - chunks
     budget.free_pages[ranks] -= pages
     budget.free_slots[ranks] -= 1
-    budget.prefill_tokens[ranks] = left - chunks
     q.pop_heads(g)
     return ids, ranks, pages, chunks
 

@@ -120,6 +120,8 @@ class Pool:
         self.draft_tokens = d.mtp_draft_tokens
         self.max_running = d.max_running_requests
         self.prefill_budget = d.chunked_prefill_tokens
+        self.prefill_budgets = np.full(self.ranks_per_unit, self.prefill_budget, dtype=np.int64)
+        self.prefill_budgets.flags.writeable = False  # each plan spends a copy
         self.decode_reserve = d.decode_reserve_ratio
         self.mixed_chunk = d.mixed_chunk
         # TensorRT-LLM: one max_num_tokens budget holds a step's context and generation tokens
