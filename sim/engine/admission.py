@@ -18,6 +18,8 @@ from sim.engine.requests import IntArray, RequestTable
 _NONE = np.zeros(0, dtype=np.int64)
 _NONE.flags.writeable = False
 
+_WALK_RANKS = 2  # ranks still admitting after a round, at most, whose queues are walked
+
 # pages `decode_reserve` keeps beyond `held` for requests `ids` whose pages cover `covered`
 Reserve = Callable[[IntArray, IntArray, IntArray], IntArray]
 
@@ -63,29 +65,38 @@ def fifo_admit(
     Each rank admits its queue in order while the next request fits the rank's free pages (less
     the pages `reserve` keeps for its own tokens to come), a free slot and (with prefill left)
     the rank's prefill budget, and stops at the first that does not. Ranks do not share a
-    budget, so they are taken one after another: a step admits a few requests (its arrivals
-    and completions), and a loop over them reads Python ints, not arrays (`_walk`). Where
-    nothing is reserved, ranks that can admit at most their head, because they queue a single
-    request (a unit below its slots: each arrival on its own rank) or have a single free slot (a
-    saturated unit: a request finished on a rank with a queue), are admitted by `_admit_heads`
-    in a few array operations over the queue heads instead.
+    budget. Where nothing is reserved, admission runs in rounds over the queue heads, each a few
+    array operations over every rank still admitting (`_admit_heads`): round j admits the j-th
+    request of the ranks that took all j - 1 before it. A step usually needs one round (each
+    arrival on its own empty queue, or a completion freeing one slot of a saturated rank); once
+    at most `_WALK_RANKS` ranks admit more, the rest of their queues are walked (`_walk`: a
+    round costs as much as walking a few requests).
+    With a reserve, each request's reserved pages depend on the request, and a loop over the
+    few requests a step admits reads Python ints, not arrays (`_walk`).
     """
-    if reserve is None:
+    if reserve is not None:
+        return _walk(q, t, lo, ranks, budget, reserve)
+    rounds = []
+    while True:
+        got = _admit_heads(q, ranks + lo, ranks, budget)
+        if got[0].shape[0] == 0:
+            break
+        rounds.append(got)
+        ranks = got[1]  # the ranks that admitted: may they take their next one?
         g = ranks + lo
-        # a rank queueing one request, or with one free slot, admits at most its head
-        single = q.single_heads(g) | (budget.free_slots[ranks] == 1)
-        n_single = int(np.count_nonzero(single))  # cheaper than all() / any() on small arrays
-        if n_single == single.shape[0]:
-            return _admit_heads(q, g, ranks, budget)
-        if n_single:  # the walk for ranks queueing more, merged in rank order
-            heads = _admit_heads(q, g[single], ranks[single], budget)
-            walked = _walk(q, t, lo, ranks[~single], budget, None)
-            order = np.argsort(np.concatenate([heads[1], walked[1]]), kind="stable")
-            ids, on, pages, chunks = (
-                np.concatenate([a, b])[order] for a, b in zip(heads, walked, strict=True)
-            )
-            return ids, on, pages, chunks
-    return _walk(q, t, lo, ranks, budget, reserve)
+        more = (q.head_pages[g] <= budget.free_pages[ranks]) & (budget.free_slots[ranks] > 0)
+        if not np.count_nonzero(more):
+            break
+        ranks = ranks[more]
+        if ranks.shape[0] <= _WALK_RANKS:  # a few deep queues: walk them in Python
+            rounds.append(_walk(q, t, lo, ranks, budget, None))
+            break
+    if len(rounds) <= 1:
+        return rounds[0] if rounds else (_NONE, _NONE, _NONE, _NONE)
+    # rank by rank, queue order within a rank: the rounds in order, sorted stably by rank
+    ids, on, pages, chunks = (np.concatenate(cols) for cols in zip(*rounds, strict=True))
+    order = np.argsort(on, kind="stable")
+    return ids[order], on[order], pages[order], chunks[order]
 
 
 def _walk(
