@@ -48,9 +48,11 @@ class RankQueues:
 
     def push_many(self, ranks: IntArray, ids: IntArray, pages: IntArray, tokens: IntArray) -> None:
         """Queue entry (ids[k], pages[k], tokens[k]) at the back of rank ranks[k], in order."""
-        n = self.length.shape[0]
-        added = np.bincount(ranks, minlength=n)
-        if ranks.shape[0] and not np.count_nonzero(self.length[ranks]) and int(added.max()) == 1:
+        if not ranks.shape[0]:
+            return
+        if not np.count_nonzero(self.length[ranks]) and int(
+            np.bincount(ranks, minlength=self.length.shape[0]).max()
+        ) == 1:  # fmt: skip
             # distinct ranks, every queue empty: each entry is its rank's head
             # row views, not the 2-D state: a 1-D index costs a third of a 2-D one
             self.head_ids[ranks], self.head_pages[ranks], self.head_tokens[ranks] = (
@@ -72,7 +74,7 @@ class RankQueues:
                 rest[r].append(e)
         if started:
             self._state[:3, np.array(started, dtype=np.int64)] = np.array(heads).T
-        self.length += added
+        np.add.at(self.length, ranks, 1)
         np.add.at(self.queued_pages, ranks, pages)
 
     def push_front(self, r: int, entries: list[Entry]) -> None:
