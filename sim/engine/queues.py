@@ -4,9 +4,10 @@ Each entry carries what admission needs (KV pages, prefill tokens), fixed when i
 admitting reads Python ints rather than the request table. The first entry of every queue lives
 in arrays (`head_ids`, `head_pages`, `head_tokens`), the entries behind it in a Python deque per
 rank: a scheduler finds the ranks that can admit anything in one vectorised test, and in the
-usual step (each arrival on its own empty queue, admitted at once) requests join and leave the
-queues through array operations alone. Admission walks longer queues in order (`front`) and drops
-what it took (`drop_fronts`).
+usual step (each arrival on its own empty queue, or a saturated rank's head taking the slot a
+completion freed) requests join and leave the queues through array operations alone
+(`pop_heads` moves the entry behind each admitted head into the arrays). A walk of a few queues
+reads them in order (`front`) and drops what it took (`drop_fronts`).
 """
 
 from __future__ import annotations
@@ -140,10 +141,6 @@ class RankQueues:
         self.head_ids[at] = np.array(hi, dtype=np.int64)
         self.head_pages[at] = np.array(hp, dtype=np.int64)
         self.head_tokens[at] = np.array(ht, dtype=np.int64)
-
-    def single_heads(self, ranks: IntArray) -> np.ndarray:
-        """Whether each of `ranks` (none empty) queues exactly one request."""
-        return self.length[ranks] == 1  # type: ignore[no-any-return]
 
     def heads(self, ranks: IntArray) -> tuple[IntArray, IntArray, IntArray]:
         """(ids, pages, prefill tokens) of the first entry of each of `ranks`."""
