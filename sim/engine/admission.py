@@ -18,6 +18,8 @@ from sim.engine.requests import IntArray, RequestTable
 _NONE = np.zeros(0, dtype=np.int64)
 _NONE.flags.writeable = False
 
+_WALK_RANKS = 2  # ranks still admitting after a round, at most, whose queues are walked
+
 # pages `decode_reserve` keeps beyond `held` for requests `ids` whose pages cover `covered`
 Reserve = Callable[[IntArray, IntArray, IntArray], IntArray]
 
@@ -63,26 +65,38 @@ def fifo_admit(
     Each rank admits its queue in order while the next request fits the rank's free pages (less
     the pages `reserve` keeps for its own tokens to come), a free slot and (with prefill left)
     the rank's prefill budget, and stops at the first that does not. Ranks do not share a
-    budget, so they are taken one after another: a step admits a few requests (its arrivals
-    and completions), and a loop over them reads Python ints, not arrays (`_walk`). Where
-    nothing is reserved, ranks that queue a single request (the usual step: each arrival on its
-    own rank, every queue empty after admission) are admitted by `_admit_heads` in a few array
-    operations over the queue heads instead.
+    budget. Where nothing is reserved, admission runs in rounds over the queue heads, each a few
+    array operations over every rank still admitting (`_admit_heads`): round j admits the j-th
+    request of the ranks that took all j - 1 before it. A step usually needs one round (each
+    arrival on its own empty queue, or a completion freeing one slot of a saturated rank); once
+    at most `_WALK_RANKS` ranks admit more, the rest of their queues are walked (`_walk`: a
+    round costs as much as walking a few requests).
+    With a reserve, each request's reserved pages depend on the request, and a loop over the
+    few requests a step admits reads Python ints, not arrays (`_walk`).
     """
-    if reserve is None:
+    if reserve is not None:
+        return _walk(q, t, lo, ranks, budget, reserve)
+    rounds = []
+    while True:
+        got = _admit_heads(q, ranks + lo, ranks, budget)
+        if got[0].shape[0] == 0:
+            break
+        rounds.append(got)
+        ranks = got[1]  # the ranks that admitted: may they take their next one?
         g = ranks + lo
-        single = q.single_heads(g)
-        if single.all():
-            return _admit_heads(q, g, ranks, budget)
-        if single.any():  # the walk for ranks queueing more, merged in rank order
-            heads = _admit_heads(q, g[single], ranks[single], budget)
-            walked = _walk(q, t, lo, ranks[~single], budget, None)
-            order = np.argsort(np.concatenate([heads[1], walked[1]]), kind="stable")
-            ids, on, pages, chunks = (
-                np.concatenate([a, b])[order] for a, b in zip(heads, walked, strict=True)
-            )
-            return ids, on, pages, chunks
-    return _walk(q, t, lo, ranks, budget, reserve)
+        more = (q.head_pages[g] <= budget.free_pages[ranks]) & (budget.free_slots[ranks] > 0)
+        if not np.count_nonzero(more):
+            break
+        ranks = ranks[more]
+        if ranks.shape[0] <= _WALK_RANKS:  # a few deep queues: walk them in Python
+            rounds.append(_walk(q, t, lo, ranks, budget, None))
+            break
+    if len(rounds) <= 1:
+        return rounds[0] if rounds else (_NONE, _NONE, _NONE, _NONE)
+    # rank by rank, queue order within a rank: the rounds in order, sorted stably by rank
+    ids, on, pages, chunks = (np.concatenate(cols) for cols in zip(*rounds, strict=True))
+    order = np.argsort(on, kind="stable")
+    return ids[order], on[order], pages[order], chunks[order]
 
 
 def _walk(
@@ -134,24 +148,25 @@ def _walk(
 def _admit_heads(
     q: RankQueues, g: IntArray, ranks: IntArray, budget: RankBudget
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
-    """`fifo_admit` where each of `ranks` queues exactly one request, whose pages and slot
-    already fit (`RankQueues.admissible`): it joins unless it has prefill left and its rank's
-    prefill budget is spent, with a chunk of what the budget has left (`g`: `ranks` in the
-    pool)."""
-    ids, pages, tokens = q.heads(g)
-    left = budget.prefill_tokens[ranks]
-    joins = (tokens == 0) | (left > 0)
-    if not joins.all():
-        ranks, g, ids, pages, tokens, left = (
-            a[joins] for a in (ranks, g, ids, pages, tokens, left)
-        )
-        if ranks.shape[0] == 0:
-            return _NONE, _NONE, _NONE, _NONE
-    chunks = np.minimum(tokens, left)
+    """`fifo_admit` where each of `ranks` can admit at most its first queued request (it queues
+    one, or has one free slot), whose pages and slot already fit (`RankQueues.admissible`): it
+    joins unless it has prefill left and its rank's prefill budget is spent, with a chunk of what
+    the budget has left (`g`: `ranks` in the pool)."""
+    ids, pages, chunks = q.heads(g)
+    if np.count_nonzero(chunks):  # some have prefill left (else all join with chunk 0)
+        left = budget.prefill_tokens[ranks]
+        joins = (chunks == 0) | (left > 0)
+        if np.count_nonzero(joins) != joins.shape[0]:
+            ranks, g, ids, pages, chunks, left = (
+                a[joins] for a in (ranks, g, ids, pages, chunks, left)
+            )
+            if ranks.shape[0] == 0:
+                return _NONE, _NONE, _NONE, _NONE
+        chunks = np.minimum(chunks, left)
+        budget.prefill_tokens[ranks] = left - chunks
     budget.free_pages[ranks] -= pages
     budget.free_slots[ranks] -= 1
-    budget.prefill_tokens[ranks] = left - chunks
-    q.drop_heads(g)
+    q.pop_heads(g)
     return ids, ranks, pages, chunks
 
 

@@ -7,6 +7,7 @@ Per-request timestamps (arrival, first token, finish) live in the `RequestTable`
 
 from __future__ import annotations
 
+from itertools import groupby
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,6 +29,14 @@ _SCALARS: dict[str, type] = {
     "kv_pages": np.int64,  # KV pages in use on the unit's ranks after the step
     "overlap_saved_s": np.float64,
 }
+
+
+# the StepRecord figures `append` keeps as they come, in its tuple's order
+_PENDING_COLUMNS = (
+    "unit", "start_s", "duration_s", "decode_reqs", "prefill_tokens", "output_tokens",
+    "accept_tokens", "kv_pages", "overlap_saved_s",
+)  # fmt: skip
+_FLUSH_STEPS = 256  # steps kept in lists before they are written to the columns
 
 
 class StepRecord(NamedTuple):
@@ -55,6 +64,11 @@ def rank_imbalance(rank_own_s: NDArray[np.float64]) -> float:
     else:
         mean = float(x.sum()) / n if n else 0.0
     return float(x.max()) / mean if mean > 0 else 1.0
+
+
+def _same_columns(e: tuple[NDArray[np.int64], NDArray[np.int8], list[float]]) -> tuple[int, int]:
+    """A pending step's op columns and source codes by identity (steps share the arrays)."""
+    return id(e[0]), id(e[1])
 
 
 def _grown(a: NDArray[Any], cap: int, n: int) -> NDArray[Any]:
@@ -86,11 +100,16 @@ class StepLog:
         self._last_cols = np.zeros(0, dtype=np.int64)
         self._last_sources: list[str] = []
         self._last_codes = np.zeros(0, dtype=np.int8)
+        self._written = 0  # rows written to the columns; rows up to n wait in the lists below
+        self._pending: list[tuple[float, ...]] = []
+        self._pending_batch: list[NDArray[np.int64]] = []
+        self._pending_own: list[NDArray[np.float64]] = []
+        self._pending_ops: list[tuple[NDArray[np.int64], NDArray[np.int8], list[float]]] = []
 
     def _grow(self) -> None:
         # fresh zeroed memory is mapped lazily: only the rows copied here and appended later
         # are ever touched (no zero-filling of the new half)
-        cap, n = self._cap * 2, self.n
+        cap, n = self._cap * 2, self._written
         check_step_log(cap, self.ranks_per_unit, len(self.op_names))  # bounded before allocating
         for k, a in self._cols.items():
             self._cols[k] = _grown(a, cap, n)
@@ -118,44 +137,68 @@ class StepLog:
         return code
 
     def append(self, rec: StepRecord) -> None:
-        if self.n == self._cap:
-            self._grow()
-        i, c, cost = self.n, self._cols, rec.cost
-        c["unit"][i] = rec.unit
-        c["start_s"][i] = rec.start_s
-        c["duration_s"][i] = cost.duration_s
-        c["segments"][i] = int(rec.batch_per_rank.sum())
-        c["decode_reqs"][i] = rec.decode_reqs
-        c["prefill_tokens"][i] = rec.prefill_tokens
-        c["output_tokens"][i] = rec.output_tokens
-        c["accept_tokens"][i] = rec.accept_tokens
-        c["imbalance"][i] = rank_imbalance(cost.rank_own_s)
-        c["kv_pages"][i] = rec.kv_pages
-        c["overlap_saved_s"][i] = cost.overlap_saved_s
-        self._batch[i] = rec.batch_per_rank
-        seconds: list[float] = []
-        sources: list[str] = []
-        extrapolated = False
-        for op in cost.ops.values():
-            seconds.append(op.seconds)
-            sources.append(op.source)
-            extrapolated |= op.extrapolated
-        names = tuple(cost.ops)
+        """Keep one step. Its figures wait in Python lists and are written to the columns in
+        blocks (`_flush`), which every read of the log does first: a step costs a few list
+        appends instead of a dozen numpy writes of one element each."""
+        cost = rec.cost
+        self._pending.append((
+            rec.unit, rec.start_s, cost.duration_s, rec.decode_reqs, rec.prefill_tokens,
+            rec.output_tokens, rec.accept_tokens, rec.kv_pages, cost.overlap_saved_s,
+        ))  # fmt: skip
+        self._pending_batch.append(rec.batch_per_rank)
+        self._pending_own.append(cost.rank_own_s)
+        ops = cost.ops
+        names = tuple(ops)
         if names != self._last_names:  # op set changed: look the columns up again
             self._last_cols = np.array([self._op_column(n) for n in names], dtype=np.int64)
             self._last_names = names
+        vals = ops.values()
+        sources = [op.source for op in vals]
         if sources != self._last_sources:  # steps mostly repeat the previous step's sources
             self._last_codes = np.array([self._code(s) + 1 for s in sources], dtype=np.int8)
             self._last_sources = sources
-        self._ops[i, self._last_cols] = seconds
-        self._src[i, self._last_cols] = self._last_codes
-        if extrapolated:
-            for name, op in cost.ops.items():
+        self._pending_ops.append((self._last_cols, self._last_codes, [op.seconds for op in vals]))
+        if any([op.extrapolated for op in vals]):
+            for name, op in ops.items():
                 self.op_extrapolated[name] |= op.extrapolated
         self.n += 1
+        if len(self._pending) >= _FLUSH_STEPS:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the pending steps' figures to the columns (rows `_written` .. n - 1)."""
+        k = len(self._pending)
+        if k == 0:
+            return
+        while self._cap < self.n:
+            self._grow()
+        i0, i1, c = self._written, self.n, self._cols
+        rows = list(zip(*self._pending, strict=True))
+        for name, col in zip(_PENDING_COLUMNS, rows, strict=True):
+            c[name][i0:i1] = col
+        batch = self._batch[i0:i1]
+        batch[:] = self._pending_batch
+        c["segments"][i0:i1] = batch.sum(axis=1)
+        c["imbalance"][i0:i1] = [rank_imbalance(x) for x in self._pending_own]
+        j = i0
+        # runs of steps with the same op columns and sources: one 2-D write each
+        for _, run in groupby(self._pending_ops, key=_same_columns):
+            steps = list(run)
+            cols, codes, _ = steps[0]
+            seconds = [e[2] for e in steps]
+            m = len(seconds)
+            self._ops[j : j + m, cols] = seconds
+            self._src[j : j + m, cols] = codes
+            j += m
+        self._pending.clear()
+        self._pending_batch.clear()
+        self._pending_own.clear()
+        self._pending_ops.clear()
+        self._written = i1
 
     def column(self, name: str) -> NDArray[Any]:
         """A trimmed, read-only copy-free view of one scalar column."""
+        self._flush()
         v = self._cols[name][: self.n]
         v.flags.writeable = False
         return v
@@ -163,11 +206,13 @@ class StepLog:
     @property
     def batch_per_rank(self) -> NDArray[np.int32]:
         """Steps x ranks-per-unit matrix of request segments per rank."""
+        self._flush()
         return self._batch[: self.n]
 
     @property
     def op_seconds(self) -> NDArray[np.float64]:
         """Steps x ops matrix (op order in `op_names`)."""
+        self._flush()
         return self._ops[: self.n]
 
     def op_source(self, name: str) -> str:
@@ -177,6 +222,7 @@ class StepLog:
 
     def op_sources(self, name: str) -> dict[str, float]:
         """Seconds of an op's time by the source that priced them (whole run)."""
+        self._flush()
         j = self._op_index[name]
         codes, secs = self._src[: self.n, j] - 1, self._ops[: self.n, j]
         present = codes >= 0

@@ -120,6 +120,8 @@ class Pool:
         self.draft_tokens = d.mtp_draft_tokens
         self.max_running = d.max_running_requests
         self.prefill_budget = d.chunked_prefill_tokens
+        self.prefill_budgets = np.full(self.ranks_per_unit, self.prefill_budget, dtype=np.int64)
+        self.prefill_budgets.flags.writeable = False  # each plan spends a copy
         self.decode_reserve = d.decode_reserve_ratio
         self.mixed_chunk = d.mixed_chunk
         # TensorRT-LLM: one max_num_tokens budget holds a step's context and generation tokens
@@ -171,6 +173,8 @@ class Pool:
     def _fits(self, inp: IntArray, out: IntArray, target: IntArray, ids: IntArray) -> np.ndarray:
         most = self._most(inp, out, target)
         ok = most <= self.kv.max_tokens  # same as pages_for(most) <= capacity_pages
+        if self.hooks.downstream_fits is fits_anywhere:
+            return ok  # type: ignore[no-any-return]
         return ok & self.hooks.downstream_fits(ids)  # type: ignore[no-any-return]
 
     def _needs(self, ids: IntArray) -> tuple[IntArray, IntArray, IntArray]:
@@ -202,7 +206,7 @@ class Pool:
         rows: IntArray | slice = slice(int(ids[0]), int(ids[-1]) + 1) if self.feed.fresh else ids
         inp, out, target = t.input_tokens[rows], t.output_tokens[rows], t.prefill_target[rows]
         ok = self._fits(inp, out, target, ids)
-        if not ok.all():
+        if np.count_nonzero(ok) != ok.shape[0]:  # cheaper than all() on small arrays
             refused = ids[~ok]
             t.reject(refused)
             self.rejected += refused.shape[0]
@@ -239,7 +243,7 @@ class Pool:
 
     def has_queued(self, lo: int) -> bool:
         """Whether any rank of the unit whose first rank is `lo` has requests queued."""
-        return bool(self.queues.length[lo : lo + self.ranks_per_unit].any())
+        return bool(np.count_nonzero(self.queues.length[lo : lo + self.ranks_per_unit]))
 
     def admissible(self, lo: int, free_pages: IntArray, free_slots: IntArray) -> IntArray:
         """Ranks (in the unit at `lo`) whose first queued request might be admitted now."""

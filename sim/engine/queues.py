@@ -4,9 +4,10 @@ Each entry carries what admission needs (KV pages, prefill tokens), fixed when i
 admitting reads Python ints rather than the request table. The first entry of every queue lives
 in arrays (`head_ids`, `head_pages`, `head_tokens`), the entries behind it in a Python deque per
 rank: a scheduler finds the ranks that can admit anything in one vectorised test, and in the
-usual step (each arrival on its own empty queue, admitted at once) requests join and leave the
-queues through array operations alone. Admission walks longer queues in order (`front`) and drops
-what it took (`drop_fronts`).
+usual step (each arrival on its own empty queue, or a saturated rank's head taking the slot a
+completion freed) requests join and leave the queues through array operations alone
+(`pop_heads` moves the entry behind each admitted head into the arrays). A walk of a few queues
+reads them in order (`front`) and drops what it took (`drop_fronts`).
 """
 
 from __future__ import annotations
@@ -48,14 +49,18 @@ class RankQueues:
 
     def push_many(self, ranks: IntArray, ids: IntArray, pages: IntArray, tokens: IntArray) -> None:
         """Queue entry (ids[k], pages[k], tokens[k]) at the back of rank ranks[k], in order."""
-        n = self.length.shape[0]
-        added = np.bincount(ranks, minlength=n)
-        if ranks.shape[0] and not self.length[ranks].any() and int(added.max()) == 1:
+        if not ranks.shape[0]:
+            return
+        if not np.count_nonzero(self.length[ranks]) and int(
+            np.bincount(ranks, minlength=self.length.shape[0]).max()
+        ) == 1:  # fmt: skip
             # distinct ranks, every queue empty: each entry is its rank's head
-            st = self._state
-            st[0, ranks], st[1, ranks], st[2, ranks] = ids, pages, tokens
-            st[3, ranks] = 1
-            st[4, ranks] = pages
+            # row views, not the 2-D state: a 1-D index costs a third of a 2-D one
+            self.head_ids[ranks], self.head_pages[ranks], self.head_tokens[ranks] = (
+                ids, pages, tokens,
+            )  # fmt: skip
+            self.length[ranks] = 1
+            self.queued_pages[ranks] = pages
             return
         lens, rest = self.length.tolist(), self._rest
         started: list[int] = []
@@ -70,7 +75,7 @@ class RankQueues:
                 rest[r].append(e)
         if started:
             self._state[:3, np.array(started, dtype=np.int64)] = np.array(heads).T
-        self.length += added
+        np.add.at(self.length, ranks, 1)
         np.add.at(self.queued_pages, ranks, pages)
 
     def push_front(self, r: int, entries: list[Entry]) -> None:
@@ -86,8 +91,22 @@ class RankQueues:
         self.queued_pages[r] += sum(e[1] for e in entries)
 
     def pop_heads(self, ranks: IntArray) -> None:
-        """Drop the first entry of each of `ranks` (distinct, none empty): admitted heads."""
-        self.drop_fronts(ranks.tolist(), [1] * int(ranks.shape[0]))
+        """Drop the first entry of each of `ranks` (distinct, none empty): admitted heads. The
+        entry behind each moves into the head arrays, all of them in one assignment."""
+        # row views, not the 2-D state: a 1-D index costs a third of a 2-D one
+        longer = self.length[ranks] > 1
+        n_longer = int(np.count_nonzero(longer))  # cheaper than any() / all() on small arrays
+        if n_longer == 0:
+            self._state[:, ranks] = self._EMPTIED
+            return
+        if n_longer < longer.shape[0]:
+            self._state[:, ranks[~longer]] = self._EMPTIED
+            ranks = ranks[longer]
+        rest = self._rest
+        ids, pages, tokens = zip(*[rest[r].popleft() for r in ranks.tolist()], strict=True)
+        self.length[ranks] -= 1
+        self.queued_pages[ranks] -= self.head_pages[ranks]  # the admitted heads' pages
+        self.head_ids[ranks], self.head_pages[ranks], self.head_tokens[ranks] = ids, pages, tokens
 
     def front(self, r: int) -> Iterator[Entry]:
         """Rank r's queue, oldest first, to read (change it only through this class)."""
@@ -123,14 +142,9 @@ class RankQueues:
         self.head_pages[at] = np.array(hp, dtype=np.int64)
         self.head_tokens[at] = np.array(ht, dtype=np.int64)
 
-    def single_heads(self, ranks: IntArray) -> np.ndarray:
-        """Whether each of `ranks` (none empty) queues exactly one request."""
-        return self.length[ranks] == 1  # type: ignore[no-any-return]
-
     def heads(self, ranks: IntArray) -> tuple[IntArray, IntArray, IntArray]:
         """(ids, pages, prefill tokens) of the first entry of each of `ranks`."""
-        ids, pages, tokens = self._state[:3, ranks]
-        return ids, pages, tokens
+        return self.head_ids[ranks], self.head_pages[ranks], self.head_tokens[ranks]
 
     def drop_heads(self, ranks: IntArray) -> None:
         """Empty `ranks` (distinct), each of which queues exactly one request: admitted."""

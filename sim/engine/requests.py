@@ -127,8 +127,9 @@ class RequestTable:
         ok = self._allowed.get(allowed)
         if ok is None:  # phases a transition accepts, as a lookup table over phase codes
             ok = self._allowed[allowed] = np.isin(np.arange(len(Phase)), allowed)
-        if not ok[self.phase[ids]].all():
-            bad = ~ok[self.phase[ids]]
+        legal = ok[self.phase[ids]]
+        if np.count_nonzero(legal) != legal.shape[0]:  # count_nonzero: far cheaper than all()
+            bad = ~legal
             i = int(np.arange(self.size)[ids][np.argmax(bad)])
             names = "/".join(Phase(p).name for p in allowed)
             raise EngineError(

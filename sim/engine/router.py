@@ -65,7 +65,7 @@ def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
     found by bisection on how many pairs lie at or below a level; every pair below L is picked,
     then the lowest ranks with a pair at exactly L.
     """
-    s = score.astype(np.int64, copy=True)
+    s = score if score.dtype == np.int64 else score.astype(np.int64)  # read, never written
     if k <= _LOOP_MAX:
         return _few_picks(s, step, k)
     lo = int(s.min())

@@ -46,6 +46,11 @@ class RunningSet:
         self._buf = np.zeros((6, capacity), dtype=np.int64)
         self._dec = np.zeros(capacity, dtype=bool)
         self._constants(capacity)
+        self._rows()
+
+    def _rows(self) -> None:
+        # 1-D views of the buffer's rows: indexing a row costs a third of a 2-D index
+        self._ids, self._rank, self._kv, self._end, self._pages, self._room = self._buf
 
     def _constants(self, cap: int) -> None:
         # read-only batch columns shared by every decode-only step: views never copy
@@ -56,41 +61,40 @@ class RunningSet:
     # column views (length n); writes go to the buffer
     @property
     def ids(self) -> IntArray:
-        return self._buf[IDS, : self.n]
+        return self._ids[: self.n]
 
     @property
     def rank(self) -> IntArray:
         """Rank within the unit."""
-        return self._buf[RANK, : self.n]
+        return self._rank[: self.n]
 
     @property
     def kv(self) -> IntArray:
         """Prompt + generated + draft tokens: the KV a decode step attends over (decode rows)."""
-        return self._buf[KV, : self.n]
+        return self._kv[: self.n]
 
     @property
     def end(self) -> IntArray:
         """Prompt + output + draft tokens: `kv` once the whole output is emitted."""
-        return self._buf[END, : self.n]
+        return self._end[: self.n]
 
     @property
     def left(self) -> IntArray:
         """Output tokens still to emit (a copy)."""
-        return np.maximum(self._buf[END, : self.n] - self._buf[KV, : self.n], 0)  # type: ignore[no-any-return]
+        return np.maximum(self._end[: self.n] - self._kv[: self.n], 0)  # type: ignore[no-any-return]
 
     def left_at(self, pos: IntArray) -> IntArray:
         """`left` of the rows at `pos`."""
-        b = self._buf
-        return np.maximum(b[END, pos] - b[KV, pos], 0)  # type: ignore[no-any-return]
+        return np.maximum(self._end[pos] - self._kv[pos], 0)  # type: ignore[no-any-return]
 
     @property
     def pages(self) -> IntArray:
-        return self._buf[PAGES, : self.n]
+        return self._pages[: self.n]
 
     @property
     def room(self) -> IntArray:
         """The largest `kv` the held pages cover (pages x page size - state tokens)."""
-        return self._buf[ROOM, : self.n]
+        return self._room[: self.n]
 
     @property
     def is_decode(self) -> np.ndarray:
@@ -109,8 +113,8 @@ class RunningSet:
         return self._buf.take(pos, axis=1)
 
     def set_pages(self, pos: IntArray | slice, pages: IntArray) -> None:
-        self._buf[PAGES, pos] = pages
-        self._buf[ROOM, pos] = pages * self.page_tokens - self.state_tokens
+        self._pages[pos] = pages
+        self._room[pos] = pages * self.page_tokens - self.state_tokens
 
     def _reserve(self, need: int) -> None:
         cap = self._cap
@@ -122,6 +126,7 @@ class RunningSet:
         d[: self.n] = self._dec[: self.n]
         self._buf, self._dec, self._cap = b, d, cap
         self._constants(cap)
+        self._rows()
 
     def append(
         self, table: RequestTable, ids: IntArray, rank: IntArray, pages: IntArray, dec: np.ndarray
@@ -133,12 +138,11 @@ class RunningSet:
         if self.n + m > self._cap:
             self._reserve(self.n + m)
         sl = slice(self.n, self.n + m)
-        b = self._buf
         inp = table.input_tokens[ids] + self.draft_tokens
-        b[IDS, sl] = ids
-        b[RANK, sl] = rank
-        b[KV, sl] = inp + table.generated[ids]
-        b[END, sl] = inp + table.output_tokens[ids]
+        self._ids[sl] = ids
+        self._rank[sl] = rank
+        self._kv[sl] = inp + table.generated[ids]
+        self._end[sl] = inp + table.output_tokens[ids]
         self.set_pages(sl, pages)
         self._dec[sl] = dec
         self.n += m
@@ -166,8 +170,8 @@ class RunningSet:
 
     def turned_decode(self, table: RequestTable, pos: IntArray) -> None:
         """Requests at `pos` finished their prefill: refresh their columns from the table."""
-        ids = self._buf[IDS, pos]
-        self._buf[KV, pos] = table.input_tokens[ids] + table.generated[ids] + self.draft_tokens
+        ids = self._ids[pos]
+        self._kv[pos] = table.input_tokens[ids] + table.generated[ids] + self.draft_tokens
         self.n_prefill -= int(pos.shape[0] - np.count_nonzero(self._dec[pos]))
         self._dec[pos] = True
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from sim.engine.admission import RankBudget, fifo_admit
 from sim.engine.queues import RankQueues
@@ -54,18 +55,20 @@ def test_reserve_counts_against_free_pages() -> None:
     assert budget.free_pages.tolist() == [1, 0]
 
 
-def test_single_head_ranks_admit_as_the_queue_walk_does() -> None:
-    """Ranks with one request queued admit through `fifo_admit`'s array path over the queue
-    heads (the others walk their queue); a reserve of zero pages forces the walk everywhere:
-    both must admit the same requests in the same order with the same chunks and leave the
-    same budget and queues."""
+@pytest.mark.parametrize("deep", [False, True])
+def test_array_admission_admits_as_the_queue_walk_does(deep: bool) -> None:
+    """Without a reserve, ranks admit through `fifo_admit`'s rounds over the queue heads (the
+    last few ranks still admitting walk their queue); a reserve of zero pages forces the walk
+    everywhere: both must admit the same requests in the same order with the same chunks and
+    leave the same budget and queues. `deep`: queues of up to seven and up to six free slots on
+    all 24 ranks, so that many ranks take several rounds."""
 
     def nothing(ids: IntArray, covered: IntArray, held: IntArray) -> IntArray:
         return np.zeros(ids.shape[0], dtype=np.int64)
 
-    R, lo = 12, 4
+    R, lo = (24, 4) if deep else (12, 4)
     t = RequestTable()
-    t.add(np.zeros(64), np.full(64, 100), np.full(64, 8), np.zeros(64, dtype=np.int64))
+    t.add(np.zeros(256), np.full(256, 100), np.full(256, 8), np.zeros(256, dtype=np.int64))
     admitted = refused = 0
     for trial in range(40):
         runs = []
@@ -76,22 +79,26 @@ def test_single_head_ranks_admit_as_the_queue_walk_does() -> None:
             n = ranks.shape[0]
             tokens = np.where(rng.random(n) < 0.5, 0, rng.integers(1, 300, n))
             q.push_many(ranks + lo, np.arange(n), rng.integers(1, 9, n), tokens)
-            if trial % 2:  # some ranks queue more: those walk their queue, the rest do not
-                more = ranks[rng.random(n) < 0.4]
-                m = more.shape[0]
-                q.push_many(more + lo, n + np.arange(m), rng.integers(1, 9, m),
-                            rng.integers(0, 200, m))  # fmt: skip
-            budget = RankBudget(
-                np.full(R, 20), rng.integers(1, 3, R), np.where(rng.random(R) < 0.3, 0, 128)
-            )
+            if trial % 2 or deep:  # some ranks queue more: those walk their queue or not
+                for k in range(6 if deep else 1):
+                    more = ranks[rng.random(n) < (0.7 if deep else 0.4)]
+                    m = more.shape[0]
+                    first = n + 32 * k
+                    toks = np.where(rng.random(m) < 0.6, 0, rng.integers(1, 200, m))
+                    q.push_many(more + lo, first + np.arange(m), rng.integers(1, 5, m), toks)
+            slots = rng.integers(1, 7, R) if deep else rng.integers(1, 3, R)
+            budget = RankBudget(np.full(R, 20), slots, np.where(rng.random(R) < 0.3, 0, 128))
             got = fifo_admit(q, t, lo, ranks, budget, reserve)
             state = [q.length.tolist(), q.head_ids.tolist(), q.queued_pages.tolist(),
-                     q.head_pages.tolist(), q.head_tokens.tolist()]  # fmt: skip
+                     q.head_pages.tolist(), q.head_tokens.tolist(),
+                     [q.ids(r) for r in range(lo + R)]]  # fmt: skip
             runs.append(([a.tolist() for a in got], budget, state))
         (a, ba, qa), (b, bb, qb) = runs
         assert a == b and qa == qb
         for name in ("free_pages", "free_slots", "prefill_tokens"):
             assert getattr(ba, name).tolist() == getattr(bb, name).tolist()
         admitted += len(a[0])
-        refused += int(ranks.shape[0]) - len(a[0])
+        refused += len(set(ranks.tolist()) - set(a[1]))  # ranks that admitted none
     assert admitted > 0 and refused > 0  # both outcomes of the budget test were exercised
+    if deep:
+        assert admitted > 3 * 40  # several per rank: the rounds ran
