@@ -29,6 +29,8 @@ class RankBudget:
     free_pages: IntArray
     free_slots: IntArray
     prefill_tokens: IntArray
+    # prefills of up to this many tokens join only whole, if the budget holds them (0: none)
+    whole_up_to: int = 0
 
 
 class Admitted(NamedTuple):
@@ -62,8 +64,10 @@ def fifo_admit(
 
     Each rank admits its queue in order while the next request fits the rank's free pages (less
     the pages `reserve` keeps for its own tokens to come), a free slot and (with prefill left)
-    the rank's prefill budget, and stops at the first that does not. Ranks do not share a
-    budget, so they are taken one after another: a step admits a few requests (its arrivals
+    the rank's prefill budget (some of it; all its prefill when that is at most `whole_up_to`:
+    TensorRT-LLM's MicroBatchScheduler without context chunking), and stops at the first that
+    does not (the same `break` in that scheduler). Ranks do not share a budget, so they are
+    taken one after another: a step admits a few requests (its arrivals
     and completions), and a loop over them reads Python ints, not arrays (`_walk`). Where
     nothing is reserved, ranks that queue a single request (the usual step: each arrival on its
     own rank, every queue empty after admission) are admitted by `_admit_heads` in a few array
@@ -102,12 +106,13 @@ def _walk(
     chunks: list[int] = []
     touched: list[int] = []
     counts: list[int] = []
+    whole = budget.whole_up_to
     for r in ranks.tolist():
         f, s, b = free[r], slots[r], left[r]
         k = 0
         for i, p, tok in q.front(lo + r):
             need = p if reserve is None else p + _reserved(t, reserve, i, p, tok)
-            if s <= 0 or need > f or (tok > 0 and b <= 0):
+            if s <= 0 or need > f or (tok > 0 and (tok > b if tok <= whole else b <= 0)):
                 break
             c = tok if tok < b else b
             f, s, b = f - need, s - 1, b - c
@@ -140,7 +145,7 @@ def _admit_heads(
     pool)."""
     ids, pages, tokens = q.heads(g)
     left = budget.prefill_tokens[ranks]
-    joins = (tokens == 0) | (left > 0)
+    joins = (tokens == 0) | np.where(tokens <= budget.whole_up_to, tokens <= left, left > 0)
     if not joins.all():
         ranks, g, ids, pages, tokens, left = (
             a[joins] for a in (ranks, g, ids, pages, tokens, left)
