@@ -141,11 +141,14 @@ def _admit_heads(
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
     """`fifo_admit` where each of `ranks` queues exactly one request, whose pages and slot
     already fit (`RankQueues.admissible`): it joins unless it has prefill left and its rank's
-    prefill budget is spent, with a chunk of what the budget has left (`g`: `ranks` in the
-    pool)."""
+    prefill budget is spent (or, for a prefill of at most `whole_up_to` tokens, cannot hold it
+    whole), with a chunk of what the budget has left (`g`: `ranks` in the pool)."""
     ids, pages, tokens = q.heads(g)
     left = budget.prefill_tokens[ranks]
-    joins = (tokens == 0) | np.where(tokens <= budget.whole_up_to, tokens <= left, left > 0)
+    if budget.whole_up_to:
+        joins = (tokens == 0) | np.where(tokens <= budget.whole_up_to, tokens <= left, left > 0)
+    else:
+        joins = (tokens == 0) | (left > 0)
     if not joins.all():
         ranks, g, ids, pages, tokens, left = (
             a[joins] for a in (ranks, g, ids, pages, tokens, left)
