@@ -31,6 +31,8 @@ class RankBudget:
     free_pages: IntArray
     free_slots: IntArray
     prefill_tokens: IntArray
+    # prefills of up to this many tokens join only whole, if the budget holds them (0: none)
+    whole_up_to: int = 0
 
 
 class Admitted(NamedTuple):
@@ -64,13 +66,15 @@ def fifo_admit(
 
     Each rank admits its queue in order while the next request fits the rank's free pages (less
     the pages `reserve` keeps for its own tokens to come), a free slot and (with prefill left)
-    the rank's prefill budget, and stops at the first that does not. Ranks do not share a
-    budget. Where nothing is reserved, admission runs in rounds over the queue heads, each a few
-    array operations over every rank still admitting (`_admit_heads`): round j admits the j-th
-    request of the ranks that took all j - 1 before it. A step usually needs one round (each
-    arrival on its own empty queue, or a completion freeing one slot of a saturated rank); once
-    at most `_WALK_RANKS` ranks admit more, the rest of their queues are walked (`_walk`: a
-    round costs as much as walking a few requests).
+    the rank's prefill budget (some of it; all its prefill when that is at most `whole_up_to`:
+    TensorRT-LLM's MicroBatchScheduler without context chunking), and stops at the first that
+    does not (the same `break` in that scheduler). Ranks do not share a budget. Where nothing
+    is reserved, admission runs in rounds over the queue heads, each a few array operations
+    over every rank still admitting (`_admit_heads`): round j admits the j-th request of the
+    ranks that took all j - 1 before it. A step usually needs one round (each arrival on its
+    own empty queue, or a completion freeing one slot of a saturated rank); once at most
+    `_WALK_RANKS` ranks admit more, the rest of their queues are walked (`_walk`: a round costs
+    as much as walking a few requests).
     With a reserve, each request's reserved pages depend on the request, and a loop over the
     few requests a step admits reads Python ints, not arrays (`_walk`).
     """
@@ -116,12 +120,13 @@ def _walk(
     chunks: list[int] = []
     touched: list[int] = []
     counts: list[int] = []
+    whole = budget.whole_up_to
     for r in ranks.tolist():
         f, s, b = free[r], slots[r], left[r]
         k = 0
         for i, p, tok in q.front(lo + r):
             need = p if reserve is None else p + _reserved(t, reserve, i, p, tok)
-            if s <= 0 or need > f or (tok > 0 and b <= 0):
+            if s <= 0 or need > f or (tok > 0 and (tok > b if tok <= whole else b <= 0)):
                 break
             c = tok if tok < b else b
             f, s, b = f - need, s - 1, b - c
@@ -150,12 +155,17 @@ def _admit_heads(
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
     """`fifo_admit` where each of `ranks` can admit at most its first queued request (it queues
     one, or has one free slot), whose pages and slot already fit (`RankQueues.admissible`): it
-    joins unless it has prefill left and its rank's prefill budget is spent, with a chunk of what
-    the budget has left (`g`: `ranks` in the pool)."""
+    joins unless it has prefill left and its rank's prefill budget is spent (or, for a prefill
+    of at most `whole_up_to` tokens, cannot hold it whole), with a chunk of what the budget has
+    left (`g`: `ranks` in the pool)."""
     ids, pages, chunks = q.heads(g)
     if np.count_nonzero(chunks):  # some have prefill left (else all join with chunk 0)
         left = budget.prefill_tokens[ranks]
-        joins = (chunks == 0) | (left > 0)
+        if budget.whole_up_to:
+            whole = chunks <= budget.whole_up_to
+            joins = (chunks == 0) | np.where(whole, chunks <= left, left > 0)
+        else:
+            joins = (chunks == 0) | (left > 0)
         if np.count_nonzero(joins) != joins.shape[0]:
             ranks, g, ids, pages, chunks, left = (
                 a[joins] for a in (ranks, g, ids, pages, chunks, left)

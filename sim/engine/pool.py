@@ -128,6 +128,9 @@ class Pool:
         # (nvidia.github.io/TensorRT-LLM, performance tuning guide: "Tuning Max Batch Size and
         # Max Num Tokens"; its scheduler fits generation requests first, then context chunks)
         self.shared_token_budget = d.engine == "trtllm"
+        # no context chunking (TensorRT-LLM's enable_chunked_prefill off): a prompt runs whole
+        # in one step (a decode pool's requests arrive prefilled: no prompt meets its budget)
+        self.whole_prompts = not d.chunked_prefill and d.role != "decode"
         # (log index of the step, gaps) of tokens that came after sitting steps out: ITL
         self.late_gaps: list[tuple[int, FloatArray]] = []
         self.log = StepLog(self.ranks_per_unit)
@@ -173,6 +176,8 @@ class Pool:
     def _fits(self, inp: IntArray, out: IntArray, target: IntArray, ids: IntArray) -> np.ndarray:
         most = self._most(inp, out, target)
         ok = most <= self.kv.max_tokens  # same as pages_for(most) <= capacity_pages
+        if self.whole_prompts:  # a prompt longer than one step's budget never runs
+            ok &= (target <= self.prefill_budget) | (self.table.prefilled[ids] >= target)
         if self.hooks.downstream_fits is fits_anywhere:
             return ok  # type: ignore[no-any-return]
         return ok & self.hooks.downstream_fits(ids)  # type: ignore[no-any-return]

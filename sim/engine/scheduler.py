@@ -144,7 +144,10 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
             decoding = np.bincount(rs.rank[rs.is_decode], minlength=R) * (1 + pool.draft_tokens)
             prefill = np.maximum(pool.prefill_budget - decoding, 0)
         # both arrays were just computed (fresh copies): admission may spend them
-        budget = RankBudget(free_pages=free_pages, free_slots=free_slots, prefill_tokens=prefill)
+        budget = RankBudget(
+            free_pages=free_pages, free_slots=free_slots, prefill_tokens=prefill,
+            whole_up_to=pool.prefill_budget if pool.whole_prompts else 0,
+        )  # fmt: skip
         if rs.n_prefill:
             pre_pos, chunks = _continue_prefill(pool, rs, budget)
         new = pool.admit(lo, ranks, budget) if ranks.shape[0] else NONE_ADMITTED

@@ -144,6 +144,15 @@ class Deployment(Spec):
         "TensorRT-LLM's max_num_tokens (default 8192), shared by the step's generation and "
         "context tokens.",
     )
+    chunked_prefill: bool = Field(
+        default=True,
+        description="Whether a prompt may be split over steps. False: a prompt joins a step "
+        "only when it fits the step's token budget whole, and admission stops at the first that "
+        "does not; a prompt longer than the budget is refused. TensorRT-LLM's own default is "
+        "False (enable_chunked_prefill), launched with a max_num_tokens above the prompt "
+        "length; the simulator keeps True for every engine, so a budget below a prompt does not "
+        "refuse it.",
+    )
     mixed_chunk: bool = Field(
         default=True,
         description="A rank's prefill chunks run in the same step as its decode requests "

@@ -55,3 +55,32 @@ def test_continuing_prefill_chunks_fill_each_rank_oldest_first() -> None:
         assert sorted(rs.ids[pos].tolist()) == rs.ids[pos].tolist()
         assert chunks.tolist() == want
         assert budget.prefill_tokens.tolist() == left.tolist()
+
+
+def test_trtllm_runs_prompts_whole_and_stops_at_the_first_that_does_not_fit() -> None:
+    # TensorRT-LLM without context chunking: in a 100-token budget r1 (60) joins whole in
+    # step 1; r2 (60) does not fit the 40 left and waits, and r3 (10) behind it waits too
+    # (FIFO stops at r2). Step 2: r1 decodes (1 token), r2 and r3 fit the 99 left.
+    dep = unit(engine="trtllm", chunked_prefill_tokens=100, chunked_prefill=False)
+    out = run_trace(
+        dep, FixedCost(step_s=0.010), requests((0.0, 60, 3), (0.0, 60, 1), (0.0, 10, 1))
+    )
+    prefill = list(out.cluster.pools[0].log.column("prefill_tokens"))
+    assert prefill[:2] == [60, 70]
+    assert sum(prefill) == 130  # no prompt was split
+
+
+def test_chunked_prefill_on_splits_the_prompt_that_does_not_fit() -> None:
+    dep = unit(engine="trtllm", chunked_prefill_tokens=100)  # chunked prefill: the default
+    out = run_trace(
+        dep, FixedCost(step_s=0.010), requests((0.0, 60, 3), (0.0, 60, 1), (0.0, 10, 1))
+    )
+    # r1 60 + r2 40 in step 1; r2's last 20 and r3's 10 with r1's decode in step 2
+    assert list(out.cluster.pools[0].log.column("prefill_tokens"))[:2] == [100, 30]
+
+
+def test_a_prompt_longer_than_the_unchunked_budget_is_refused() -> None:
+    dep = unit(engine="trtllm", chunked_prefill_tokens=100, chunked_prefill=False)
+    out = run_trace(dep, FixedCost(step_s=0.010), requests((0.0, 150, 2), (0.0, 50, 2)))
+    pool = out.cluster.pools[0]
+    assert pool.rejected == 1 and pool.completed == 1
