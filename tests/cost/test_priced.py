@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
@@ -16,8 +17,8 @@ from sim.cost.roofline import RooflineCost
 H200 = load_gpu("h200")
 
 
-def pricers() -> tuple[Pricer, MemoPricer]:
-    est = CalibratedCost(load_profile("h200-sglang"), H200)
+def pricers(profile: str) -> tuple[Pricer, MemoPricer]:
+    est = CalibratedCost(load_profile(profile), H200)
     fb = RooflineCost(H200, 0.6, 0.7, 5e-6)
     mla = load_model("deepseek-v3").mla_spec
     return (
@@ -26,8 +27,9 @@ def pricers() -> tuple[Pricer, MemoPricer]:
     )
 
 
-def test_memoised_times_equal_plain_pricing_and_weight_bytes_are_in_the_key() -> None:
-    plain, memo = pricers()
+@pytest.mark.parametrize("profile", ["h200-sglang", "h200-roofline"])  # tables; none
+def test_memoised_times_equal_plain_pricing_and_weight_bytes_are_in_the_key(profile: str) -> None:
+    plain, memo = pricers(profile)
     rng = np.random.default_rng(3)
     seg = Segments(q=np.full(5, 2.0), k=rng.integers(100, 9000, 5).astype(float), cache_bytes=656)
     ops: list[tuple[Op, str]] = [
@@ -43,3 +45,6 @@ def test_memoised_times_equal_plain_pricing_and_weight_bytes_are_in_the_key() ->
             assert memo.price(op, dtype) == plain.price(op, dtype), op
     fp8_wide = [memo.price(op, d).seconds for op, d in ops[1:3]]
     assert fp8_wide[1] > fp8_wide[0]
+    for m in (1.0, 37.0, 4096.0):  # rates too, at every shape, with or without a table
+        op = Gemm(m=m, k=7168, n=2112)
+        assert memo.rate(op, "fp8") == plain.rate(op, "fp8")
