@@ -34,7 +34,11 @@ CHUNK_BUCKETS_PER_OCTAVE = 64
 
 DecodeGroup = tuple[int, float, int, float]  # path, new tokens each, requests, context each
 Chunk = tuple[int, float, float, bool]  # path, new tokens, context, samples a token
-Paths = Callable[[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]], NDArray[np.int8]]
+# the MLA paths of segments (q, k, is_decode), with each one's batch (None: all one batch)
+Paths = Callable[
+    [NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64] | None],
+    NDArray[np.int8],
+]
 
 
 class MixedShape(NamedTuple):
@@ -68,25 +72,20 @@ def mixed_shapes(
     tokens_r: NDArray[np.float64],
 ) -> list[MixedShape]:
     """The shapes of `ranks` (those `mixed`: each running a chunk), in that order, vectorised
-    over ranks but for the MLA paths (`paths` of one forward batch's segments): decode segments'
-    are decided one by one, as every policy does; each rank's chunks together (SGLang picks one
-    path for a rank's extend batch), from its chunks alone. `tokens_r`: every rank's tokens."""
+    over ranks, the MLA paths too (`paths` of segments and the batch each is in): decode
+    segments' are decided one by one, as every policy does; each rank's chunks together
+    (SGLang picks one path for a rank's extend batch), from its chunks alone. `tokens_r`:
+    every rank's tokens."""
     rank, q, k, dec = batch.rank, batch.new_tokens, batch.kv_tokens, batch.is_decode
     on = dec & mixed[rank]
-    decode_path = paths(q[on], k[on], dec[on])
+    decode_path = paths(q[on], k[on], dec[on], None)
     pre = np.flatnonzero(~dec)
-    if len(ranks) == 1:  # one rank's chunks: one extend batch
-        chunk_path = paths(q[pre], k[pre], dec[pre])
-    else:
-        where = np.argsort(rank[pre], kind="stable")  # each sorted chunk's place among them
-        order = pre[where]
-        cuts = np.searchsorted(rank[order], ranks[1:])
-        chunk_path = np.empty(pre.size, dtype=np.int8)
-        for sel in np.split(np.arange(order.size), cuts):
-            seg = order[sel]
-            chunk_path[where[sel]] = paths(q[seg], k[seg], dec[seg])
     pos = np.full(batch.num_ranks, -1, dtype=np.int64)
     pos[ranks] = np.arange(len(ranks))
+    if len(ranks) == 1:  # one rank's chunks: one extend batch
+        chunk_path = paths(q[pre], k[pre], dec[pre], None)
+    else:  # each rank's chunks an extend batch of their own
+        chunk_path = paths(q[pre], k[pre], dec[pre], pos[rank[pre]])
     groups: list[list[DecodeGroup]] = [[] for _ in ranks]
     if on.any():  # decode groups by rank, path and width, as `rank_shape` keeps them
         code = rank[on] << 40 | decode_path.astype(np.int64) << 32 | q[on]
