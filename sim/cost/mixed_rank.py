@@ -45,7 +45,7 @@ from sim.cost.rank_work import (
     token_ops,
     weighted_merge,
 )
-from sim.cost.rate import total_seconds
+from sim.cost.rate import OpTime, total_seconds
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 
@@ -100,6 +100,8 @@ class MixedRanks:
         self._halves: BoundedCache[tuple[object, ...], tuple[float, float]] = BoundedCache(
             PART_MEMO_ENTRIES
         )
+        # pieces of parts keyed by what sets them (`rank_work.Memo`): the MTP passes' kernels
+        self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(PART_MEMO_ENTRIES)
 
     def work(self, shape: MixedShape) -> MixedWork:
         """The rank's work at `shape`: the sum of its parts, the token-level ones interpolated
@@ -113,7 +115,8 @@ class MixedRanks:
             (
                 1.0,
                 self._part(
-                    ("decode", shape.decode), lambda: decode_ops(pr, c, d, self._decode(shape))
+                    ("decode", shape.decode),
+                    lambda: decode_ops(pr, c, d, self._decode(shape), self._pieces.get),
                 ),
             ),
             (
@@ -125,7 +128,8 @@ class MixedRanks:
             (
                 1.0,
                 self._part(
-                    ("chunk tokens", *chunk_work), lambda: chunk_token_ops(pr, c, d, *chunk_work)
+                    ("chunk tokens", *chunk_work),
+                    lambda: chunk_token_ops(pr, c, d, *chunk_work, self._pieces.get),
                 ),
             ),
         ]
