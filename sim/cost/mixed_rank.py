@@ -36,6 +36,7 @@ from sim.cost.overlap import moe_layers_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_work import (
     Ops,
+    chunk_attention_ops,
     chunk_ops,
     chunk_token_ops,
     decode_attention_ops,
@@ -141,9 +142,10 @@ class MixedRanks:
 
     def moe_s(self, shape: MixedShape) -> float:
         """`work(shape).moe_s` from the parts with work in the MoE layers alone: the head, the
-        MTP passes (draft and extend) add none (`moe_layer_share` 0), so they are not priced.
-        The same terms in the same order, less the zeros: the same float."""
-        pr, c, d = self.pr, self.ctx, self.d
+        MTP passes (draft and extend) add none (`moe_layer_share` 0), so they are not priced
+        (nor the chunk part's MTP layer: `chunk_attention_ops`). The same terms in the same
+        order, less the zeros: the same float."""
+        pr, c = self.pr, self.ctx
         parts = self._token_parts(shape)
         parts += [
             (
@@ -156,7 +158,8 @@ class MixedRanks:
             (
                 1.0,
                 self._part(
-                    ("chunks", shape.chunks), lambda: chunk_ops(pr, c, d, self._chunks(shape))
+                    ("chunk attention", shape.chunks),
+                    lambda: chunk_attention_ops(pr, c, self._chunks(shape)),
                 ),
             ),
         ]

@@ -152,10 +152,11 @@ def chunk_ops(pr: Pricer, c: RankContext, d: Deployment, s: RankSegments) -> Ops
     and the MTP module's attention layer in its extend over them (`mtp_module`; the rest of
     that extend is `chunk_token_ops`')."""
     assert not s.is_decode.any()
-    layer = _layer(pr, c, s)
+    mtp = bool(d.mtp_draft_tokens and len(s.q))
+    layer = _layer(pr, c, s, projections=mtp)  # the MTP layer's own projections, if any
     ops = {name: scale(t, c.model.attention_layers) for name, t in layer.items()}
-    del ops["attn_proj"]
-    if d.mtp_draft_tokens and len(s.q):
+    ops.pop("attn_proj", None)
+    if mtp:
         ops["mtp_prefill"] = combine(*layer.values())
     return ops
 
@@ -272,15 +273,23 @@ def decode_attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
     return _attention_ops(pr, c, s)
 
 
+def chunk_attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
+    """`chunk_ops` but the MTP extend's attention layer: the chunks' attention cores alone,
+    every layer (the same times; what a rank's MoE layers hold of its chunk work)."""
+    assert not s.is_decode.any()
+    return _attention_ops(pr, c, s)
+
+
 def _attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
     """One layer's attention cores over `s`, every layer (its projections are `token_ops`')."""
-    layer = _layer(pr, c, s)
-    layer.pop("attn_proj")
+    layer = _layer(pr, c, s, projections=False)
     return {name: scale(t, c.model.attention_layers) for name, t in layer.items()}
 
 
-def _layer(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
-    return mla_layer(pr, c, s) if c.model.attention == "mla" else gqa_layer(pr, c, s)
+def _layer(pr: Pricer, c: RankContext, s: RankSegments, projections: bool = True) -> Ops:
+    if c.model.attention == "mla":
+        return mla_layer(pr, c, s, projections)
+    return gqa_layer(pr, c, s, projections)
 
 
 def draft_segments(s: RankSegments, width: int) -> RankSegments:
