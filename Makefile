@@ -46,6 +46,7 @@ fuzz: $(DEV)
 
 bench: $(DEV)
 	$(BIN)/python bench/bench_engine.py
+	$(BIN)/python bench/bench_cost.py
 	$(BIN)/python bench/bench_profiles.py
 	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_app.py

@@ -9,7 +9,10 @@ once cold (every shape priced for the first time, as early in a run) and `--pass
 for every build whose engine is unchanged, so builds compare on identical work; each case's
 digest of the priced steps (duration, per-rank times, ops, overlap) is checked against
 `bench/expected.json` (`--update` stores it after a change that moves prices on purpose).
-Figures are CPU time (`time.process_time`).
+A third case keeps every step of the decode unit over the colocated case's seconds (the same
+arrivals, a comparable batch per rank: `bench_engine`'s `decode_short`), and the colocated
+case's CPU per step is printed against it, cold and warm, from this one run. Figures are CPU
+time (`time.process_time`).
 
     python bench/bench_cost.py                    # 600 s of decode, 60 s colocated
     python bench/bench_cost.py --duration-s 120 --passes 3
@@ -86,7 +89,8 @@ def main() -> None:
     wl = workload(194.0, 1600.0)
     cases: list[tuple[str, Deployment, list[BatchShape]]] = []
     for name, dur, every in (("decode", args.duration_s, args.every),
-                             ("colocated", args.colocated_s, 1)):  # fmt: skip
+                             ("colocated", args.colocated_s, 1),
+                             ("decode_short", args.colocated_s, 1)):  # fmt: skip
         if dur <= 0:
             continue
         d = DEPLOYMENT
@@ -99,10 +103,12 @@ def main() -> None:
     key = f"cost:{args.duration_s:g}s/{args.every}:colocated{args.colocated_s:g}s"
     stored = json.loads(EXPECTED.read_text()) if EXPECTED.exists() else {}
     ok = True
+    per_step: dict[str, tuple[float, float]] = {}
     for name, d, batches in cases:
         cold, warm, got = price(d, batches, args.passes)
+        per_step[name] = (cold, warm)
         segs = sum(b.size for b in batches) / len(batches)
-        print(f"[{name:9}] {len(batches):,} steps ({segs:,.0f} segments each): cold "
+        print(f"[{name:12}] {len(batches):,} steps ({segs:,.0f} segments each): cold "
               f"{cold:,.0f} us per step, warm {warm:,.0f} us per step (best of "
               f"{args.passes}); digest {got}")  # fmt: skip
         want = stored.get(key, {}).get(name)
@@ -113,6 +119,10 @@ def main() -> None:
         else:
             print(f"stored digest        : {name} {'identical' if want == got else 'DIFFERS'}")
             ok = ok and want == got
+    if "colocated" in per_step and "decode_short" in per_step:
+        (c_cold, c_warm), (d_cold, d_warm) = per_step["colocated"], per_step["decode_short"]
+        print(f"colocated / decode_short: cold {c_cold / d_cold:.1f}x, warm {c_warm / d_warm:.1f}x "
+              "cost-model CPU per step (the decode unit over the same seconds)")  # fmt: skip
     if args.update:
         EXPECTED.write_text(json.dumps(stored, indent=2, sort_keys=True) + "\n")
     if not ok:

@@ -7,6 +7,10 @@ SPARSE_ABSORB (DSA: absorbed attention over the indexer's top-k).
 
 A policy that compares costs counts the work the cost model prices: the sparse path visits
 `mla.sparse_slots` (all top-k slots per new token), not the ideal `mla.sparse_pairs`.
+
+`choose_paths_grouped` decides many batches at once (one per attention rank of a step), each
+as `choose_paths` would alone: a policy that decides segment by segment needs nothing more,
+SGLang's (which decides once per extend batch) has a grouped form over per-batch sums.
 """
 
 from __future__ import annotations
@@ -83,6 +87,59 @@ def choose_paths(
     return get_policy(policy)(model, seg, sparse, heads or model.num_heads)
 
 
+def choose_paths_grouped(
+    policy: str,
+    model: ModelSpec,
+    seg: Segments,
+    groups: NDArray[np.int64],
+    *,
+    sparse: bool = False,
+    heads: int | None = None,
+) -> NDArray[np.int8]:
+    """Path per segment where segment i belongs to batch `groups[i]` (0, 1, ...): each batch
+    decided on its own segments alone, as `choose_paths` of that batch gives."""
+    h = heads or model.num_heads
+    if policy in SEGMENT_WISE:
+        return choose_paths(policy, model, seg, sparse=sparse, heads=h)
+    if policy == "sglang":
+        return _sglang_grouped(seg, sparse, groups)
+    out = np.empty(seg.new_tokens.shape, dtype=np.int8)
+    for g in np.unique(groups).tolist():
+        sel = groups == g
+        q, k, dec = seg.new_tokens[sel], seg.kv_tokens[sel], seg.is_decode[sel]
+        one = Segments(new_tokens=q, kv_tokens=k, is_decode=dec)
+        out[sel] = choose_paths(policy, model, one, sparse=sparse, heads=h)
+    return out
+
+
+def _sglang_grouped(seg: Segments, sparse: bool, groups: NDArray[np.int64]) -> NDArray[np.int8]:
+    """`_sglang` of every batch at once: its per-batch sums (and, under DSA, maxima) by group."""
+    out = np.full(seg.new_tokens.shape, SPARSE_ABSORB if sparse else ABSORB, dtype=np.int8)
+    ext = ~seg.is_decode
+    if not ext.any():
+        return out
+    g, kv = groups[ext], seg.kv_tokens[ext]
+    n = int(g.max()) + 1
+    kv_sum = np.zeros(n, dtype=np.int64)
+    np.add.at(kv_sum, g, kv)
+    if sparse:
+        kv_max = np.zeros(n, dtype=np.int64)
+        np.maximum.at(kv_max, g, kv)
+        use_mha = (kv_max <= SGLANG_DSA_DENSE_KV_THRESHOLD) & (
+            kv_sum <= SGLANG_MAX_KV_CHUNK_CAPACITY
+        )
+        out[ext] = np.where(use_mha, EXPAND, SPARSE_ABSORB)[g]
+        out[seg.is_decode] = SPARSE_ABSORB
+        return out
+    prefix_sum = np.zeros(n, dtype=np.int64)
+    np.add.at(prefix_sum, g, seg.prefix_tokens[ext])
+    expands = (prefix_sum == 0) | (prefix_sum >= SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD)
+    one_shot = kv_sum <= SGLANG_MAX_KV_CHUNK_CAPACITY
+    path = np.where(expands, np.where(one_shot, EXPAND, EXPAND_CHUNKED), ABSORB)
+    out[ext] = path[g]
+    return out
+
+
 @register("sglang")
 def _sglang(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[np.int8]:
     out = np.full(seg.new_tokens.shape, SPARSE_ABSORB if sparse else ABSORB, dtype=np.int8)
@@ -113,6 +170,10 @@ def _vllm(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[
     out = np.where(seg.prefix_tokens > 0, EXPAND_CHUNKED, EXPAND).astype(np.int8)
     out[seg.is_decode] = SPARSE_ABSORB if sparse else ABSORB
     return out
+
+
+# policies that decide each segment from its own q and k alone
+SEGMENT_WISE = frozenset({"vllm", "flops_optimal"})
 
 
 @register("flops_optimal")

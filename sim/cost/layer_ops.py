@@ -116,24 +116,29 @@ def absorb_bmm(pr: Pricer, c: RankContext, tokens: float) -> OpTime:
     return combine(*(pr.price(Bmm(m=tokens, k=k, n=n, batch=h)) for k, n in pairs))
 
 
-def mla_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
-    """One MLA layer on one GPU of the rank: projections, absorbed and expanded attention."""
+def mla_layer(
+    pr: Pricer, c: RankContext, s: RankSegments, projections: bool = True
+) -> dict[str, OpTime]:
+    """One MLA layer on one GPU of the rank: projections (`attn_proj`, unless not
+    `projections`), absorbed and expanded attention."""
     mm = c.model.mla_spec
     d, h = c.model.hidden_size, c.heads
-    qk, t = mm.qk_nope_head_dim + mm.qk_rope_head_dim, s.tokens
-    q_in = mm.q_lora_rank or d
-    kv_a = mm.kv_lora_rank + mm.qk_rope_head_dim
-    # with a q LoRA, SGLang runs q_a and kv_a as one GEMM over the same input
-    # (`fused_qkv_a_proj_with_mqa`, d -> q_lora_rank + d_c + d_s: 7168 -> 2112 for DeepSeek-V3),
-    # one weight read and one launch; without one, q is projected from d on its own
-    proj = [
-        gemm(pr, c, t, q_in, h * qk),
-        gemm(pr, c, t, d, (mm.q_lora_rank or 0) + kv_a),
-        gemm(pr, c, t, h * mm.v_head_dim, d),
-    ]
-    if mm.output_gate:  # Kimi K3: sigmoid(x W_g) gates the heads' outputs before o_proj
-        proj.append(gemm(pr, c, t, d, h * mm.v_head_dim))
-    ops: dict[str, OpTime] = {"attn_proj": combine(*proj)}
+    ops: dict[str, OpTime] = {}
+    if projections:
+        qk, t = mm.qk_nope_head_dim + mm.qk_rope_head_dim, s.tokens
+        q_in = mm.q_lora_rank or d
+        kv_a = mm.kv_lora_rank + mm.qk_rope_head_dim
+        # with a q LoRA, SGLang runs q_a and kv_a as one GEMM over the same input
+        # (`fused_qkv_a_proj_with_mqa`, d -> q_lora_rank + d_c + d_s: 7168 -> 2112 for
+        # DeepSeek-V3), one weight read and one launch; without one, q is projected from d
+        proj = [
+            gemm(pr, c, t, q_in, h * qk),
+            gemm(pr, c, t, d, (mm.q_lora_rank or 0) + kv_a),
+            gemm(pr, c, t, h * mm.v_head_dim, d),
+        ]
+        if mm.output_gate:  # Kimi K3: sigmoid(x W_g) gates the heads' outputs before o_proj
+            proj.append(gemm(pr, c, t, d, h * mm.v_head_dim))
+        ops["attn_proj"] = combine(*proj)
 
     absorbed = (s.path == ABSORB) | (s.path == SPARSE_ABSORB)
     dense_dec = (s.path == ABSORB) & s.is_decode
@@ -216,14 +221,20 @@ def dsa_indexer(pr: Pricer, c: RankContext, s: RankSegments, sel: NDArray[np.boo
     return combine(*scores, proj)
 
 
-def gqa_layer(pr: Pricer, c: RankContext, s: RankSegments) -> dict[str, OpTime]:
-    """One GQA layer: QKV/O projections and the attention core (roofline unless profiled)."""
+def gqa_layer(
+    pr: Pricer, c: RankContext, s: RankSegments, projections: bool = True
+) -> dict[str, OpTime]:
+    """One GQA layer: QKV/O projections (unless not `projections`) and the attention core
+    (roofline unless profiled)."""
     g = c.model.gqa_spec
     d, h, t = c.model.hidden_size, c.heads, s.tokens
     kvh = max(1, g.num_kv_heads // c.tp)
-    proj = combine(gemm(pr, c, t, d, (h + 2 * kvh) * g.head_dim), gemm(pr, c, t, h * g.head_dim, d))
     kv_b = (1.0 if c.kv_dtype == "fp8" else 2.0) * 2 * kvh * g.head_dim
-    ops = {"attn_proj": proj}
+    ops: dict[str, OpTime] = {}
+    if projections:
+        ops["attn_proj"] = combine(
+            gemm(pr, c, t, d, (h + 2 * kvh) * g.head_dim), gemm(pr, c, t, h * g.head_dim, d)
+        )
     for name, op, sel in (
         ("attn_decode", GqaDecode, s.is_decode),
         ("attn_prefill", GqaPrefill, ~s.is_decode),

@@ -36,6 +36,7 @@ from sim.cost.overlap import moe_layers_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_work import (
     Ops,
+    chunk_attention_ops,
     chunk_ops,
     chunk_token_ops,
     decode_attention_ops,
@@ -45,7 +46,7 @@ from sim.cost.rank_work import (
     token_ops,
     weighted_merge,
 )
-from sim.cost.rate import total_seconds
+from sim.cost.rate import OpTime, total_seconds
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 
@@ -100,6 +101,8 @@ class MixedRanks:
         self._halves: BoundedCache[tuple[object, ...], tuple[float, float]] = BoundedCache(
             PART_MEMO_ENTRIES
         )
+        # pieces of parts keyed by what sets them (`rank_work.Memo`): the MTP passes' kernels
+        self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(PART_MEMO_ENTRIES)
 
     def work(self, shape: MixedShape) -> MixedWork:
         """The rank's work at `shape`: the sum of its parts, the token-level ones interpolated
@@ -113,7 +116,8 @@ class MixedRanks:
             (
                 1.0,
                 self._part(
-                    ("decode", shape.decode), lambda: decode_ops(pr, c, d, self._decode(shape))
+                    ("decode", shape.decode),
+                    lambda: decode_ops(pr, c, d, self._decode(shape), self._pieces.get),
                 ),
             ),
             (
@@ -125,7 +129,8 @@ class MixedRanks:
             (
                 1.0,
                 self._part(
-                    ("chunk tokens", *chunk_work), lambda: chunk_token_ops(pr, c, d, *chunk_work)
+                    ("chunk tokens", *chunk_work),
+                    lambda: chunk_token_ops(pr, c, d, *chunk_work, self._pieces.get),
                 ),
             ),
         ]
@@ -137,9 +142,10 @@ class MixedRanks:
 
     def moe_s(self, shape: MixedShape) -> float:
         """`work(shape).moe_s` from the parts with work in the MoE layers alone: the head, the
-        MTP passes (draft and extend) add none (`moe_layer_share` 0), so they are not priced.
-        The same terms in the same order, less the zeros: the same float."""
-        pr, c, d = self.pr, self.ctx, self.d
+        MTP passes (draft and extend) add none (`moe_layer_share` 0), so they are not priced
+        (nor the chunk part's MTP layer: `chunk_attention_ops`). The same terms in the same
+        order, less the zeros: the same float."""
+        pr, c = self.pr, self.ctx
         parts = self._token_parts(shape)
         parts += [
             (
@@ -152,7 +158,8 @@ class MixedRanks:
             (
                 1.0,
                 self._part(
-                    ("chunks", shape.chunks), lambda: chunk_ops(pr, c, d, self._chunks(shape))
+                    ("chunk attention", shape.chunks),
+                    lambda: chunk_attention_ops(pr, c, self._chunks(shape)),
                 ),
             ),
         ]

@@ -34,7 +34,11 @@ CHUNK_BUCKETS_PER_OCTAVE = 64
 
 DecodeGroup = tuple[int, float, int, float]  # path, new tokens each, requests, context each
 Chunk = tuple[int, float, float, bool]  # path, new tokens, context, samples a token
-Paths = Callable[[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]], NDArray[np.int8]]
+# the MLA paths of segments (q, k, is_decode), with each one's batch (None: all one batch)
+Paths = Callable[
+    [NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64] | None],
+    NDArray[np.int8],
+]
 
 
 class MixedShape(NamedTuple):
@@ -68,41 +72,43 @@ def mixed_shapes(
     tokens_r: NDArray[np.float64],
 ) -> list[MixedShape]:
     """The shapes of `ranks` (those `mixed`: each running a chunk), in that order, vectorised
-    over ranks but for the MLA paths (`paths` of one forward batch's segments): decode segments'
-    are decided one by one, as every policy does; each rank's chunks together (SGLang picks one
-    path for a rank's extend batch), from its chunks alone. `tokens_r`: every rank's tokens."""
+    over ranks, the MLA paths too (`paths` of segments and the batch each is in): decode
+    segments' are decided one by one, as every policy does; each rank's chunks together
+    (SGLang picks one path for a rank's extend batch), from its chunks alone. `tokens_r`:
+    every rank's tokens."""
     rank, q, k, dec = batch.rank, batch.new_tokens, batch.kv_tokens, batch.is_decode
     on = dec & mixed[rank]
-    decode_path = paths(q[on], k[on], dec[on])
+    decode_path = paths(q[on], k[on], dec[on], None)
     pre = np.flatnonzero(~dec)
-    if len(ranks) == 1:  # one rank's chunks: one extend batch
-        chunk_path = paths(q[pre], k[pre], dec[pre])
-    else:
-        where = np.argsort(rank[pre], kind="stable")  # each sorted chunk's place among them
-        order = pre[where]
-        cuts = np.searchsorted(rank[order], ranks[1:])
-        chunk_path = np.empty(pre.size, dtype=np.int8)
-        for sel in np.split(np.arange(order.size), cuts):
-            seg = order[sel]
-            chunk_path[where[sel]] = paths(q[seg], k[seg], dec[seg])
     pos = np.full(batch.num_ranks, -1, dtype=np.int64)
     pos[ranks] = np.arange(len(ranks))
+    if len(ranks) == 1:  # one rank's chunks: one extend batch
+        chunk_path = paths(q[pre], k[pre], dec[pre], None)
+    else:  # each rank's chunks an extend batch of their own
+        chunk_path = paths(q[pre], k[pre], dec[pre], pos[rank[pre]])
+    m = batch.num_ranks
     groups: list[list[DecodeGroup]] = [[] for _ in ranks]
-    if on.any():  # decode groups by rank, path and width, as `rank_shape` keeps them
-        code = rank[on] << 40 | decode_path.astype(np.int64) << 32 | q[on]
-        kinds, inverse = np.unique(code, return_inverse=True)
-        n = np.bincount(inverse)
-        b = buckets(np.bincount(inverse, weights=k[on].astype(np.float64)).astype(np.float64))
-        for kind, count, bucket in zip(kinds.tolist(), n.tolist(), b.tolist(), strict=True):
-            group = decode_group((kind >> 32) & 0xFF, kind & 0xFFFFFFFF, count, bucket)
-            groups[int(pos[kind >> 40])].append(group)
-    is_chunk = ~dec
-    cr, cq, ck = rank[is_chunk], q[is_chunk], k[is_chunk]
-    smp = (
-        np.ones(cq.size, dtype=bool)
-        if batch.samples_token is None
-        else batch.samples_token[is_chunk]
-    )
+    r_on, q_on = rank[on], q[on]
+    if r_on.size:  # decode groups by rank, path and width, as `rank_shape` keeps them
+        k_on = k[on].astype(np.float64)
+        width, path = int(q_on[0]), int(decode_path[0])
+        if (q_on == width).all() and (decode_path == path).all():  # one group per rank
+            count = np.bincount(r_on, minlength=m)[ranks]
+            busy = np.flatnonzero(count)
+            k_sum = np.bincount(r_on, weights=k_on, minlength=m)[ranks][busy]
+            per_rank = (busy.tolist(), count[busy].tolist(), buckets(k_sum.astype(np.float64)))
+            for i, n, bucket in zip(per_rank[0], per_rank[1], per_rank[2].tolist(), strict=True):
+                groups[i].append(decode_group(path, width, n, bucket))
+        else:
+            code = r_on << 40 | decode_path.astype(np.int64) << 32 | q_on
+            kinds, inverse = np.unique(code, return_inverse=True)
+            n_kind = np.bincount(inverse)
+            b = buckets(np.bincount(inverse, weights=k_on).astype(np.float64))
+            for kind, n, bucket in zip(kinds.tolist(), n_kind.tolist(), b.tolist(), strict=True):
+                group = decode_group((kind >> 32) & 0xFF, kind & 0xFFFFFFFF, n, bucket)
+                groups[int(pos[kind >> 40])].append(group)
+    cr, cq, ck = rank[pre], q[pre], k[pre]
+    smp = np.ones(cq.size, dtype=bool) if batch.samples_token is None else batch.samples_token[pre]
     fine = CHUNK_BUCKETS_PER_OCTAVE
     new = centres(buckets(cq.astype(np.float64), fine), fine)
     prefix = (ck - cq).astype(np.float64)
@@ -113,11 +119,10 @@ def mixed_shapes(
                smp.tolist())  # fmt: skip
     for i, p, nq, ctx, s in zip(*columns, strict=True):
         chunks[i].append((p, nq, ctx, s))
-    m = batch.num_ranks
     expand = (chunk_path == EXPAND) | (chunk_path == EXPAND_CHUNKED)
     weights = np.where(expand, ck, 0).astype(np.float64)
     expanded = np.bincount(cr, weights=weights, minlength=m).astype(np.float64)
-    rows = np.bincount(rank[on], weights=q[on].astype(np.float64), minlength=m).astype(np.float64)
+    rows = np.bincount(r_on, weights=q_on.astype(np.float64), minlength=m).astype(np.float64)
     rows += np.bincount(cr, weights=smp.astype(np.float64), minlength=m)
     t = tokens_r[ranks].astype(np.float64).tolist()
     x = _rounded(expanded[ranks]).tolist()

@@ -12,7 +12,7 @@ prompt chunks, whose whole shape rarely repeats, is priced from parts that do
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 
 Ops = dict[str, OpTime]
+# a memo of priced pieces: the time stored for a key, or the computed one stored (the caller's
+# keys are complete for one pricer and context: `sim.cost.mixed_rank`)
+Memo = Callable[[tuple[object, ...], Callable[[], OpTime]], OpTime]
 
 
 def rank_ops(
@@ -127,16 +130,19 @@ def head_ops(pr: Pricer, c: RankContext, d: Deployment, rows: float) -> Ops:
     return {"lm_head": head(pr, c, rows)} if d.lm_head == "rank" else {}
 
 
-def decode_ops(pr: Pricer, c: RankContext, d: Deployment, s: RankSegments) -> Ops:
+def decode_ops(
+    pr: Pricer, c: RankContext, d: Deployment, s: RankSegments, memo: Memo | None = None
+) -> Ops:
     """The ops of `rank_ops` set by the rank's decode (verify) segments `s` alone: their
-    attention cores and absorbed bmm, and the MTP draft passes over them."""
+    attention cores and absorbed bmm, and the MTP draft passes over them (`memo`: see
+    `mtp_module`)."""
     assert s.is_decode.all()
     ops = _attention_ops(pr, c, s)
     if d.mtp_draft_tokens and len(s.q):
         rows = float(len(s.q)) if d.lm_head == "rank" else 0.0
         passes = draft_passes(d.mtp_draft_tokens)
         ops["mtp_draft"] = combine(
-            *(scale(mtp_module(pr, c, draft_segments(s, q), rows), n) for q, n in passes)
+            *(scale(mtp_module(pr, c, draft_segments(s, q), rows, memo), n) for q, n in passes)
         )
     return ops
 
@@ -146,16 +152,23 @@ def chunk_ops(pr: Pricer, c: RankContext, d: Deployment, s: RankSegments) -> Ops
     and the MTP module's attention layer in its extend over them (`mtp_module`; the rest of
     that extend is `chunk_token_ops`')."""
     assert not s.is_decode.any()
-    layer = _layer(pr, c, s)
+    mtp = bool(d.mtp_draft_tokens and len(s.q))
+    layer = _layer(pr, c, s, projections=mtp)  # the MTP layer's own projections, if any
     ops = {name: scale(t, c.model.attention_layers) for name, t in layer.items()}
-    del ops["attn_proj"]
-    if d.mtp_draft_tokens and len(s.q):
+    ops.pop("attn_proj", None)
+    if mtp:
         ops["mtp_prefill"] = combine(*layer.values())
     return ops
 
 
 def chunk_token_ops(
-    pr: Pricer, c: RankContext, d: Deployment, tokens: float, expanded: float, rows: float
+    pr: Pricer,
+    c: RankContext,
+    d: Deployment,
+    tokens: float,
+    expanded: float,
+    rows: float,
+    memo: Memo | None = None,
 ) -> Ops:
     """The rest of the MTP module's extend over a rank's chunks (`mtp_module` but its
     attention layer): set by the chunks' tokens, the cached tokens the expand path up-projects
@@ -167,7 +180,7 @@ def chunk_token_ops(
     one = _token_segment(tokens, expanded)
     part = combine(
         *ffn_rank_ops(pr, c, tokens, dense=False).values(),
-        draft_elementwise(pr, c, one),
+        _draft_elementwise(pr, c, one, memo),
         gemm(pr, c, tokens, 2 * m.hidden_size, m.hidden_size, "bf16"),
         head(pr, c, rows if d.lm_head == "rank" else 0.0),
     )
@@ -260,15 +273,23 @@ def decode_attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
     return _attention_ops(pr, c, s)
 
 
+def chunk_attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
+    """`chunk_ops` but the MTP extend's attention layer: the chunks' attention cores alone,
+    every layer (the same times; what a rank's MoE layers hold of its chunk work)."""
+    assert not s.is_decode.any()
+    return _attention_ops(pr, c, s)
+
+
 def _attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
     """One layer's attention cores over `s`, every layer (its projections are `token_ops`')."""
-    layer = _layer(pr, c, s)
-    layer.pop("attn_proj")
+    layer = _layer(pr, c, s, projections=False)
     return {name: scale(t, c.model.attention_layers) for name, t in layer.items()}
 
 
-def _layer(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
-    return mla_layer(pr, c, s) if c.model.attention == "mla" else gqa_layer(pr, c, s)
+def _layer(pr: Pricer, c: RankContext, s: RankSegments, projections: bool = True) -> Ops:
+    if c.model.attention == "mla":
+        return mla_layer(pr, c, s, projections)
+    return gqa_layer(pr, c, s, projections)
 
 
 def draft_segments(s: RankSegments, width: int) -> RankSegments:
@@ -285,16 +306,29 @@ def head(pr: Pricer, c: RankContext, tokens: float) -> OpTime:
     return gemm(pr, c, tokens, m.hidden_size, m.vocab_size // c.tp, "bf16")
 
 
-def mtp_module(pr: Pricer, c: RankContext, s: RankSegments, logits: float) -> OpTime:
+def mtp_module(
+    pr: Pricer, c: RankContext, s: RankSegments, logits: float, memo: Memo | None = None
+) -> OpTime:
     """One forward of the MTP module over segments `s` on a rank: the BF16 eh_proj of the
     embedding and hidden state, one attention layer, the MoE layer's gate and shared
-    experts (its routed experts are unit-wide), its kernels, and `logits` head rows."""
+    experts (its routed experts are unit-wide), its kernels, and `logits` head rows. With a
+    `memo`, its kernels' time is kept by what sets it (`_draft_elementwise`)."""
     m = c.model
     layer = mla_layer(pr, c, s) if m.attention == "mla" else gqa_layer(pr, c, s)
     return combine(
         *layer.values(),
         *ffn_rank_ops(pr, c, s.tokens, dense=False).values(),
-        draft_elementwise(pr, c, s),
+        _draft_elementwise(pr, c, s, memo),
         gemm(pr, c, s.tokens, 2 * m.hidden_size, m.hidden_size, "bf16"),
         head(pr, c, logits),
     )
+
+
+def _draft_elementwise(pr: Pricer, c: RankContext, s: RankSegments, memo: Memo | None) -> OpTime:
+    """`draft_elementwise` of `s`, through `memo` by the two numbers its kernels read of `s`:
+    its tokens and the cached tokens its expand-path segments up-project."""
+    if memo is None:
+        return draft_elementwise(pr, c, s)
+    expand = (s.path == EXPAND) | (s.path == EXPAND_CHUNKED)
+    key = ("draft elementwise", s.tokens, float(np.sum(s.k[expand])))
+    return memo(key, lambda: draft_elementwise(pr, c, s))

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from sim.cost.batch import BatchShape, StepCost
 from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.comm_ops import CommLoad, comm_loads, micro_batch_loads
-from sim.cost.dispatch import Segments, choose_paths
+from sim.cost.dispatch import Segments, choose_paths, choose_paths_grouped
 from sim.cost.layer_ops import (
     RankContext,
     RankSegments,
@@ -31,7 +31,7 @@ from sim.cost.mixed_rank import MixedRanks, MixedWork
 from sim.cost.mixed_shape import MixedShape, mixed_shapes
 from sim.cost.overheads import engine_overheads, shared_expert_tp, stream_overlap_s
 from sim.cost.overlap import MicroBatch, comm_time, moe_layers_s, overlapped_s
-from sim.cost.pricing import Pricer
+from sim.cost.priced import MemoPricer
 from sim.cost.rank_shape import RankShape, decode_shapes, rank_shape, shape_segments
 from sim.cost.rank_work import rank_ops, separable
 from sim.cost.rate import OpTime, total_seconds
@@ -102,7 +102,7 @@ class ServingCostModel:
                 for e in (r.gemm_compute_efficiency, r.attention_compute_efficiency)
             )
         self.profile_name = profile.name if profile else f"{gpu.name} datasheet roofline"
-        self.pricer = Pricer(
+        self.pricer = MemoPricer(
             gpu,
             estimator or fallback,
             fallback=fallback,
@@ -254,15 +254,22 @@ class ServingCostModel:
         return shapes, index
 
     def _paths(
-        self, q: NDArray[np.int64], k: NDArray[np.int64], dec: NDArray[np.bool_]
+        self,
+        q: NDArray[np.int64],
+        k: NDArray[np.int64],
+        dec: NDArray[np.bool_],
+        groups: NDArray[np.int64] | None = None,
     ) -> NDArray[np.int8]:
         """The MLA path of each segment of one rank's forward batch (or of decode segments
-        alone, which every policy decides one by one)."""
+        alone, which every policy decides one by one); with `groups`, of several ranks'
+        batches at once, segment i in batch `groups[i]`."""
         if self.model.attention != "mla":
             return np.zeros(len(q), dtype=np.int8)
         seg = Segments(new_tokens=q, kv_tokens=k, is_decode=dec)
-        policy, heads = self.deployment.mla_policy, self.ctx.heads
-        return choose_paths(policy, self.model, seg, sparse=self.sparse, heads=heads)
+        policy, heads, sparse = self.deployment.mla_policy, self.ctx.heads, self.sparse
+        if groups is not None:
+            return choose_paths_grouped(policy, self.model, seg, groups, sparse=sparse, heads=heads)
+        return choose_paths(policy, self.model, seg, sparse=sparse, heads=heads)
 
     def _rank_work(self, shape: Shape) -> RankWork | MixedWork:
         """All of one rank's own work at `shape`, memoised (whole, or by parts)."""

@@ -9,8 +9,11 @@ import pytest
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.batch import BatchShape
-from sim.cost.memo import centre
+from sim.cost.layer_ops import RankSegments
+from sim.cost.memo import BoundedCache, centre
 from sim.cost.mixed_rank import _between
+from sim.cost.rank_work import chunk_token_ops, decode_ops
+from sim.cost.rate import OpTime
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 
@@ -84,3 +87,25 @@ def test_interpolation_weights_sum_to_one_and_are_exact_at_bucket_centres() -> N
         assert all(0 < w <= 1 for w, _ in pts)
     assert _between(centre(176)) == [(1.0, centre(176))]
     assert _between(0.0) == [(1.0, 0.0)]
+
+
+def test_mtp_kernels_through_a_memo_price_exactly_as_without() -> None:
+    d = Deployment(name="dp8_mtp", attn_tp=1, mtp_draft_tokens=2, mtp_acceptance=(0.8, 0.6))
+    cm = ServingCostModel(V3, H200, d, load_profile("h200-sglang"))
+    memo: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(100)
+    rng = np.random.default_rng(5)
+    for _ in range(3):  # a miss, then hits for the same tokens
+        n = int(rng.integers(1, 40))
+        s = RankSegments(
+            q=np.full(n, 3.0),
+            k=rng.integers(100, 9000, n).astype(np.float64),
+            is_decode=np.ones(n, dtype=bool),
+            path=np.zeros(n, dtype=np.int8),
+        )
+        for _ in range(2):
+            want = decode_ops(cm.pricer, cm.ctx, d, s)
+            assert decode_ops(cm.pricer, cm.ctx, d, s, memo.get) == want
+            chunk = (float(rng.integers(16, 8192)), float(rng.choice([0, 5000])), 1.0)
+            want = chunk_token_ops(cm.pricer, cm.ctx, d, *chunk)
+            assert chunk_token_ops(cm.pricer, cm.ctx, d, *chunk, memo.get) == want
+    assert len(memo) > 0
