@@ -73,7 +73,7 @@ from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
 from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.ops import BF16, FP8_SCALE_GROUP, Elementwise, ElementwiseKernel
 from sim.cost.pricing import Pricer
-from sim.cost.rate import OpTime, combine, scale
+from sim.cost.rate import ZERO, OpTime, combine, scale
 from sim.cost.routed import busiest_tokens, prices_fused
 from sim.specs.deployment import Deployment
 from sim.specs.model import ModelSpec
@@ -362,7 +362,13 @@ def routed_elementwise(
 ) -> OpTime:
     """One MoE layer's routed-expert memory-bound kernels on the busiest EP GPU. A measured
     fused-MoE table already holds the activation and quant between its GEMMs: only the
-    exchange's kernels outside it are added then."""
+    exchange's kernels outside it are added then. TensorRT-LLM's table times the engine's whole
+    MoE module (aiconfigurator's collector builds it with `fused_moe.create_moe` and times its
+    forward), whose own kernels permute the tokens to their experts, quantise them and reduce
+    the outputs back (its Hopper path runs no DeepEP exchange, `sim.cost.comm_ops`): no kernel
+    is left outside the table then."""
+    if prices_fused(pr, deployment) and deployment.engine == "trtllm":
+        return ZERO
     kernels = routed_kernels(model, deployment, unit_tokens, decode_only, sender_tokens)
     if prices_fused(pr, deployment):
         kernels = [k for k in kernels if k.name not in IN_FUSED_MOE]
