@@ -52,3 +52,33 @@ def test_sglang_prefill_still_pays_deepeps_token_layout_kernels() -> None:
     cm = ServingCostModel(V3, H200, d, SGLANG)
     short, long = (cm.step_cost(prefill(n)).ops["moe_elementwise"].seconds for n in (1024, 8192))
     assert 0.0 < short < long
+
+
+def test_trtllm_gemm_table_holds_its_input_quant_sglangs_does_not_here() -> None:
+    """TensorRT-LLM's GEMM table times `Linear.forward` on a BF16 input (the FP8 block-scale
+    quant inside): the rank's elementwise drops exactly the projection input quants' time, which
+    the same deployment without the engine still pays."""
+    from sim.cost import elementwise as ew
+    from sim.cost.layer_ops import RankSegments
+
+    d = Deployment(name="d", engine="trtllm", weight_dtype="fp8", attn_tp=8, moe_ep=8)
+    cm = ServingCostModel(V3, H200, d, TRTLLM)
+    seg = RankSegments(
+        q=np.array([1024.0]),
+        k=np.array([1024.0]),
+        is_decode=np.array([False]),
+        path=cm._paths(np.array([1024]), np.array([1024]), np.array([False])),
+    )
+    kernels = ew.rank_kernels(cm.ctx, seg, "trtllm")
+    quants = [k for k in kernels if k.name in ew.GEMM_INPUT_QUANTS]
+    assert {k.name for k in quants} >= {"quant_qkv_a_input", "shared_quant_gate_up_input"}
+    held = ew.price(cm.pricer, quants).seconds
+    full = ew.price(cm.pricer, kernels).seconds
+    assert held > 0.0
+    assert ew.rank_elementwise(cm.pricer, cm.ctx, seg, "trtllm").seconds == pytest.approx(
+        full - held, rel=1e-9
+    )
+    # the same tables read without TensorRT-LLM's fusions keep every quant kernel
+    assert ew.rank_elementwise(cm.pricer, cm.ctx, seg, "sglang").seconds == pytest.approx(
+        ew.price(cm.pricer, ew.rank_kernels(cm.ctx, seg, "sglang")).seconds, rel=1e-9
+    )
