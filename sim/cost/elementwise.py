@@ -73,11 +73,11 @@ from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
 from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.ops import BF16, FP8_SCALE_GROUP, Elementwise, ElementwiseKernel
 from sim.cost.pricing import Pricer
-from sim.cost.rate import OpTime, combine, scale
+from sim.cost.rate import ZERO, OpTime, combine, scale
 from sim.cost.routed import busiest_tokens, prices_fused
 from sim.specs.deployment import Deployment
 from sim.specs.model import ModelSpec
-from sim.specs.profile import ELEMENTWISE
+from sim.specs.profile import ELEMENTWISE, GEMM
 
 FP8_VALUE = 1.0 + 4.0 / FP8_SCALE_GROUP  # e4m3 value plus its share of the fp32 group scale
 OP_BYTES_PER_WIDTH = 2 * BF16  # ops.Elementwise: one BF16 read + one BF16 write per width unit
@@ -340,11 +340,31 @@ def routed_kernels(
     return out
 
 
+# the FP8 quantisations of a dense GEMM's BF16 input, one kernel before each projection
+_PROJ = ("qkv_a", "q_b", "kv_b", "o_proj", "qkv")
+GEMM_INPUT_QUANTS = frozenset(
+    [f"quant_{p}_input" for p in _PROJ]
+    + [f"{m}_quant_{p}_input" for m in ("shared", "dense") for p in ("gate_up", "down")]
+)
+
+
+def quant_in_gemm_table(pr: Pricer, engine: str | None) -> bool:
+    """Whether the profile's GEMM table already holds each projection's input quantisation:
+    TensorRT-LLM's table (aiconfigurator's collector, `collect_gemm.py`) times the engine's
+    `Linear.forward` on a BF16 input with FP8 block scales, which quantises that input 1x128
+    itself before its GEMM."""
+    return engine == "trtllm" and pr.has_table(GEMM)
+
+
 def rank_elementwise(
     pr: Pricer, c: RankContext, s: RankSegments, engine: str | None = None
 ) -> OpTime:
-    """A rank's elementwise time in one step (every layer and the final norm)."""
-    return price(pr, rank_kernels(c, s, engine))
+    """A rank's elementwise time in one step (every layer and the final norm), less the input
+    quants a measured GEMM table already holds."""
+    kernels = rank_kernels(c, s, engine)
+    if quant_in_gemm_table(pr, engine):
+        kernels = [k for k in kernels if k.name not in GEMM_INPUT_QUANTS]
+    return price(pr, kernels)
 
 
 def draft_elementwise(pr: Pricer, c: RankContext, one: RankSegments) -> OpTime:
@@ -362,7 +382,13 @@ def routed_elementwise(
 ) -> OpTime:
     """One MoE layer's routed-expert memory-bound kernels on the busiest EP GPU. A measured
     fused-MoE table already holds the activation and quant between its GEMMs: only the
-    exchange's kernels outside it are added then."""
+    exchange's kernels outside it are added then. TensorRT-LLM's table times the engine's whole
+    MoE module (aiconfigurator's collector builds it with `fused_moe.create_moe` and times its
+    forward), whose own kernels permute the tokens to their experts, quantise them and reduce
+    the outputs back (its Hopper path runs no DeepEP exchange, `sim.cost.comm_ops`): no kernel
+    is left outside the table then."""
+    if prices_fused(pr, deployment) and deployment.engine == "trtllm":
+        return ZERO
     kernels = routed_kernels(model, deployment, unit_tokens, decode_only, sender_tokens)
     if prices_fused(pr, deployment):
         kernels = [k for k in kernels if k.name not in IN_FUSED_MOE]
