@@ -368,8 +368,12 @@ def rank_elementwise(
 
 
 def draft_elementwise(pr: Pricer, c: RankContext, one: RankSegments) -> OpTime:
-    """One MTP draft pass's elementwise time (one token per decode request)."""
-    return price(pr, draft_kernels(c, one))
+    """One MTP draft pass's elementwise time (one token per decode request), less the input
+    quants a measured GEMM table already holds."""
+    kernels = draft_kernels(c, one)
+    if quant_in_gemm_table(pr, c.engine):
+        kernels = [k for k in kernels if k.name not in GEMM_INPUT_QUANTS]
+    return price(pr, kernels)
 
 
 def routed_elementwise(

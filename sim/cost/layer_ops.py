@@ -33,6 +33,7 @@ from sim.cost.ops import Bmm, Gemm
 from sim.cost.pricing import Pricer
 from sim.cost.rate import ZERO, OpTime, combine
 from sim.specs.model import ModelSpec
+from sim.specs.profile import Profile
 
 ACT = 2.0  # BF16 activations
 
@@ -73,10 +74,19 @@ class RankContext:
     topk: int  # DSA top-k (0: dense)
     chunk_tokens: int  # prefix chunk when the expand path runs chunked
     topk_in_indexer: bool = False  # the profile's indexer tables time the top-k selection too
+    engine: str | None = None  # the serving engine (`Deployment.engine`)
 
     @property
     def compute_dtype(self) -> str:
         return compute_dtype(self.weight_dtype)
+
+
+def indexer_times_topk(profile: Profile | None) -> bool:
+    """Whether the profile's DSA indexer tables time the top-k selection with the logits
+    (`kernels_calib`'s `torch_bmm_topk`), so that it is not priced again; the published
+    `fp8_mqa_logits` tables time the logits kernel only."""
+    tables = [] if profile is None else profile.tables
+    return any(t.op.startswith("dsa_indexer") and "topk" in t.impl for t in tables)
 
 
 def compute_dtype(weight_dtype: str) -> str:

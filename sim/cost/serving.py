@@ -20,10 +20,7 @@ from sim.cost.batch import BatchShape, StepCost
 from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.comm_ops import CommLoad, comm_loads, micro_batch_loads
 from sim.cost.dispatch import Segments, choose_paths, choose_paths_grouped
-from sim.cost.layer_ops import (
-    RankContext,
-    RankSegments,
-)
+from sim.cost.layer_ops import RankContext, RankSegments, indexer_times_topk
 from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
 from sim.cost.micro_batches import split_in_two
@@ -122,7 +119,8 @@ class ServingCostModel:
             kv_bytes_layer=kv_bytes_per_token_layer(model, d.kv_dtype, sparse=self.sparse),
             topk=model.dsa.index_topk if (self.sparse and model.dsa) else 0,
             chunk_tokens=d.chunked_prefill_tokens,
-            topk_in_indexer=_indexer_times_topk(profile),
+            topk_in_indexer=indexer_times_topk(profile),
+            engine=d.engine,
         )
         self._rank_memo: BoundedCache[RankShape, RankWork] = BoundedCache(RANK_MEMO_ENTRIES)
         self._parts_memo: BoundedCache[RankShape, tuple[float, float]]
@@ -397,11 +395,3 @@ class ServingCostModel:
             return moe_layers_s(m, self._rank_ops(first)), moe_layers_s(m, self._rank_ops(second))
 
         return self._parts_memo.get(shape, price)
-
-
-def _indexer_times_topk(profile: Profile | None) -> bool:
-    """Whether the profile's DSA indexer tables time the top-k selection with the logits
-    (`kernels_calib`'s `torch_bmm_topk`), so that it is not priced again; the published
-    `fp8_mqa_logits` tables time the logits kernel only."""
-    tables = [] if profile is None else profile.tables
-    return any(t.op.startswith("dsa_indexer") and "topk" in t.impl for t in tables)

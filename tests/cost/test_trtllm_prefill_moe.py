@@ -82,3 +82,32 @@ def test_trtllm_gemm_table_holds_its_input_quant_sglangs_does_not_here() -> None
     assert ew.rank_elementwise(cm.pricer, cm.ctx, seg, "sglang").seconds == pytest.approx(
         ew.price(cm.pricer, ew.rank_kernels(cm.ctx, seg, "sglang")).seconds, rel=1e-9
     )
+
+
+def test_trtllm_mtp_draft_pass_drops_the_same_input_quants() -> None:
+    """An MTP draft pass runs the same projections through the same `Linear`: under TensorRT-LLM's
+    GEMM table its elementwise leaves out their input quants too; under SGLang it keeps them."""
+    from dataclasses import replace
+
+    from sim.cost import elementwise as ew
+    from sim.cost.layer_ops import RankSegments
+
+    d = Deployment(name="d", engine="trtllm", weight_dtype="fp8", attn_tp=8, moe_ep=8)
+    cm = ServingCostModel(V3, H200, d, TRTLLM)
+    assert cm.ctx.engine == "trtllm"
+    one = RankSegments(
+        q=np.ones(4),
+        k=np.full(4, 2048.0),
+        is_decode=np.ones(4, dtype=bool),
+        path=cm._paths(np.ones(4, dtype=np.int64), np.full(4, 2048), np.ones(4, dtype=bool)),
+    )
+    kernels = ew.draft_kernels(cm.ctx, one)
+    quants = [k for k in kernels if k.name in ew.GEMM_INPUT_QUANTS]
+    assert quants
+    full = ew.price(cm.pricer, kernels).seconds
+    held = ew.price(cm.pricer, quants).seconds
+    assert ew.draft_elementwise(cm.pricer, cm.ctx, one).seconds == pytest.approx(
+        full - held, rel=1e-9
+    )
+    sglang_ctx = replace(cm.ctx, engine="sglang")
+    assert ew.draft_elementwise(cm.pricer, sglang_ctx, one).seconds == pytest.approx(full, rel=1e-9)
