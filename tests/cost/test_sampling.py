@@ -38,7 +38,7 @@ def test_sampling_is_priced_by_its_bytes_at_the_profiles_roofline() -> None:
     t = smp.sampling(cm.pricer, cm.ctx, 256)
     assert t.source == "roofline"
     assert t.seconds == pytest.approx(256 * 34 * V3.vocab_size / bw + 5 * launch, rel=1e-6)
-    assert 0.3e-3 < t.seconds < 0.6e-3  # a 256-row step: ~0.4 ms
+    assert 0.3e-3 < t.seconds < 0.6e-3  # a 256-row step: 0.39 ms on the H200 roofline
     more = smp.sampling(cm.pricer, cm.ctx, 512).seconds
     assert more - t.seconds == pytest.approx(256 * 34 * V3.vocab_size / bw, rel=1e-6)
 
