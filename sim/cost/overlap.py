@@ -78,15 +78,15 @@ def hook_kernel_scale(tokens_per_gpu: float) -> float:
 
 
 # rank ops that run once per step whatever the layers (not split by two-batch overlap)
-_ONCE_PER_STEP = frozenset({"dense_mlp", "lm_head", "mtp_draft", "mtp_prefill"})
+_ONCE_PER_STEP = frozenset({"dense_mlp", "lm_head", "sampling", "mtp_draft", "mtp_prefill"})
 _MOE_LAYER_OPS = frozenset({"moe_gate", "moe_shared"})
 
 
 def moe_layer_share(model: ModelSpec, op: str) -> float:
     """Share of a rank op's step time spent in the MoE layers (what two-batch overlap
-    splits): all of the router and shared experts, none of the dense MLP, the head and the
-    MTP passes, and moe_layers / num_layers of every per-layer op (attention, elementwise,
-    TP all-reduce)."""
+    splits): all of the router and shared experts, none of the dense MLP, the head, the
+    sampling and the MTP passes, and moe_layers / num_layers of every per-layer op (attention,
+    elementwise, TP all-reduce)."""
     if op in _MOE_LAYER_OPS:
         return 1.0
     if op in _ONCE_PER_STEP:
