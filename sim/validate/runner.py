@@ -2,15 +2,19 @@
 
 Each finished row is appended (flushed, fsynced) to `results.jsonl` in the output folder as it
 comes back, keyed by its row id, so a run killed by SIGINT or SIGKILL loses at most the rows in
-flight; started again on the same folder it skips the rows the journal holds. A row the
+flight; started again on the same folder it skips the rows the journal holds that this
+simulator computed (`simulator_fingerprint`: a row recorded by other code, after a change to
+the cost model say, is run again rather than read back as if it were current). A row the
 simulator refuses on its inputs (a deployment whose weights do not fit its GPUs, ...) is recorded
 with status "error" and its message, never dropped.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +72,23 @@ def _benchmark(m: Mapped) -> dict[str, int]:
     }
 
 
+@cache
+def simulator_fingerprint() -> str:
+    """A digest of the simulator's own files (the `sim` package's code and bundled data): the
+    results of two runs compare only where it is the same."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".json", ".yaml") and "__pycache__" not in path.parts:
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _identity(m: Mapped) -> dict[str, Any]:
     r = m.row
     return {
         "id": r.id,
+        "simulator": simulator_fingerprint(),
         "model": m.scenario.model,
         "gpu": m.scenario.gpu,
         "engine": r.backend,
@@ -97,7 +114,9 @@ def error_record(m: Mapped, message: str, wall_s: float) -> dict[str, Any]:
 
 def _finished(journal: Journal, m: Mapped) -> bool:
     rec = journal.done.get(m.row.id)
-    return rec is not None and rec.get("benchmark") == _benchmark(m)
+    if rec is None or rec.get("simulator") != simulator_fingerprint():
+        return False
+    return rec.get("benchmark") == _benchmark(m)
 
 
 def run_rows(
@@ -107,8 +126,8 @@ def run_rows(
     progress: ProgressFn | None = None,
 ) -> Journal:
     """Simulate every mapped row not yet in `out_dir`'s journal with the same benchmark counts
-    (a record of other counts, or of the closed loop rows ran as before, is redone and the new
-    record wins); return the journal.
+    by this simulator (a record of other counts or of other code is redone and the new record
+    wins); return the journal.
 
     `wall_s` of a row is the time since the previous row finished: the row's own wall time on
     the serial backend, about its time divided by the workers on a pool."""

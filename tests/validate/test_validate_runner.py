@@ -43,3 +43,24 @@ def test_a_row_recorded_with_other_benchmark_counts_is_run_again(row_csv, tmp_pa
         redone = run_rows([long], out, be)
     assert redone.done["a"]["benchmark"] == {"warmup_requests": 0, "num_prompts": 16}
     assert len((out / JOURNAL_NAME).read_text().splitlines()) == 2  # short, then long
+
+
+def test_a_row_recorded_by_other_simulator_code_is_run_again(row_csv, tmp_path: Path) -> None:
+    """A journal left by an earlier build (the cost model changed since) is not read back as
+    this build's result: its rows run again, and the report shows the new figures."""
+    from sim.validate.runner import simulator_fingerprint
+
+    [row], _ = read_rows(row_csv({"id": "a", "osl": 8}))
+    m = map_row(row)
+    assert isinstance(m, Mapped)
+    out = tmp_path / "out"
+    with SerialBackend() as be:
+        first = run_rows([m], out, be)
+    rec = first.done["a"]
+    assert rec["simulator"] == simulator_fingerprint()
+    stale = {**rec, "simulator": "0" * 16, "pred_tpot_ms": -1.0}
+    (out / JOURNAL_NAME).write_text(json.dumps(stale) + "\n")
+    with SerialBackend() as be:
+        again = run_rows([m], out, be)
+    assert again.done["a"]["pred_tpot_ms"] == rec["pred_tpot_ms"]
+    assert again.done["a"]["simulator"] == simulator_fingerprint()
