@@ -113,7 +113,10 @@ def choose_paths_grouped(
 
 
 def _sglang_grouped(seg: Segments, sparse: bool, groups: NDArray[np.int64]) -> NDArray[np.int8]:
-    """`_sglang` of every batch at once: its per-batch sums (and, under DSA, maxima) by group."""
+    """SGLang's path of every batch at once, each decided from its own extend segments' sums
+    (and, under DSA, maxima) by group: decode, idle and spec verify/draft run MLA (sparse under
+    DSA); under DSA dense MHA only while every sequence of the extend batch fits the top-k
+    window and the whole batch fits one KV chunk; else by the batch's prefix sum."""
     out = np.full(seg.new_tokens.shape, SPARSE_ABSORB if sparse else ABSORB, dtype=np.int8)
     ext = ~seg.is_decode
     if not ext.any():
@@ -142,26 +145,8 @@ def _sglang_grouped(seg: Segments, sparse: bool, groups: NDArray[np.int64]) -> N
 
 @register("sglang")
 def _sglang(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[np.int8]:
-    out = np.full(seg.new_tokens.shape, SPARSE_ABSORB if sparse else ABSORB, dtype=np.int8)
-    ext = ~seg.is_decode
-    if not ext.any():
-        return out  # decode, idle, spec verify/draft: MLA (sparse under DSA)
-    if sparse:
-        # dense MHA only while every sequence of the extend batch fits the top-k window and the
-        # whole batch fits one KV chunk
-        kv = seg.kv_tokens[ext]
-        use_mha = (
-            int(kv.max()) <= SGLANG_DSA_DENSE_KV_THRESHOLD
-            and int(kv.sum()) <= SGLANG_MAX_KV_CHUNK_CAPACITY
-        )
-        out[ext] = EXPAND if use_mha else SPARSE_ABSORB
-        out[seg.is_decode] = SPARSE_ABSORB
-        return out
-    prefix_sum = int(seg.prefix_tokens[ext].sum())  # decided once for the whole extend batch
-    if prefix_sum == 0 or prefix_sum >= SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD:
-        one_shot = int(seg.kv_tokens[ext].sum()) <= SGLANG_MAX_KV_CHUNK_CAPACITY
-        out[ext] = EXPAND if one_shot else EXPAND_CHUNKED
-    return out
+    """SGLang decides once for the whole extend batch (`_sglang_grouped` of one batch)."""
+    return _sglang_grouped(seg, sparse, np.zeros(seg.new_tokens.shape, dtype=np.int64))
 
 
 @register("vllm")

@@ -361,17 +361,18 @@ def rank_elementwise(
 ) -> OpTime:
     """A rank's elementwise time in one step (every layer and the final norm), less the input
     quants a measured GEMM table already holds."""
-    kernels = rank_kernels(c, s, engine)
-    if quant_in_gemm_table(pr, engine):
-        kernels = [k for k in kernels if k.name not in GEMM_INPUT_QUANTS]
-    return price(pr, kernels)
+    return _price_outside_gemms(pr, rank_kernels(c, s, engine), engine)
 
 
 def draft_elementwise(pr: Pricer, c: RankContext, one: RankSegments) -> OpTime:
     """One MTP draft pass's elementwise time (one token per decode request), less the input
     quants a measured GEMM table already holds."""
-    kernels = draft_kernels(c, one)
-    if quant_in_gemm_table(pr, c.engine):
+    return _price_outside_gemms(pr, draft_kernels(c, one), c.engine)
+
+
+def _price_outside_gemms(pr: Pricer, kernels: list[Kernel], engine: str | None) -> OpTime:
+    """`kernels` priced, less the input quants `engine`'s measured GEMM table already holds."""
+    if quant_in_gemm_table(pr, engine):
         kernels = [k for k in kernels if k.name not in GEMM_INPUT_QUANTS]
     return price(pr, kernels)
 
