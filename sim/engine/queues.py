@@ -146,10 +146,6 @@ class RankQueues:
         """(ids, pages, prefill tokens) of the first entry of each of `ranks`."""
         return self.head_ids[ranks], self.head_pages[ranks], self.head_tokens[ranks]
 
-    def drop_heads(self, ranks: IntArray) -> None:
-        """Empty `ranks` (distinct), each of which queues exactly one request: admitted."""
-        self._state[:, ranks] = self._EMPTIED
-
     def ids(self, r: int) -> list[int]:
         return [e[0] for e in self.front(r)]
 

@@ -62,7 +62,7 @@ def test_arrivals_on_empty_queues_and_on_longer_ones_queue_alike() -> None:
     q.push_front(4, [(9, 6, 60)])
     _heads_match(q)
     assert q.ids(4) == [9, 3, 4]
-    q.drop_heads(np.array([3]))
+    q.pop_heads(np.array([3]))
     q.drop_fronts([4], [2])
     _heads_match(q)
     assert [q.ids(r) for r in range(5)] == [[], [1, 2], [], [], [4]]
