@@ -30,6 +30,7 @@ from sim.cost.layer_ops import (
 )
 from sim.cost.pricing import Pricer
 from sim.cost.rate import SOURCE_RANK, ZERO, OpTime, combine, scale
+from sim.cost.sampling import sampling
 from sim.cost.unit_work import draft_passes
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
@@ -56,8 +57,7 @@ def rank_ops(
     if own_dense:
         ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
     own_head = d.lm_head == "rank"  # else unit-wide (`unit_head_ops`)
-    if own_head:
-        ops["lm_head"] = head(pr, c, float(s.q[s.is_decode].sum() + s.sampling_prefills))
+    ops.update(head_ops(pr, c, d, float(s.q[s.is_decode].sum() + s.sampling_prefills)))
     ops["elementwise"] = rank_elementwise(pr, c, s, d.engine)
     if c.tp > 1:
         allreduce = tp_allreduce(pr, m, d, gpu, s.tokens)
@@ -126,8 +126,13 @@ def elementwise_ops(
 
 
 def head_ops(pr: Pricer, c: RankContext, d: Deployment, rows: float) -> Ops:
-    """The rank's own lm_head over its logits rows (none where the head is unit-wide)."""
-    return {"lm_head": head(pr, c, rows)} if d.lm_head == "rank" else {}
+    """The rank's own lm_head over its logits rows (none where the head is unit-wide) and,
+    under SGLang, its sampling of them wherever the head ran (`sim.cost.sampling`; the other
+    engines' samplers are not modelled)."""
+    ops = {"lm_head": head(pr, c, rows)} if d.lm_head == "rank" else {}
+    if d.engine == "sglang":
+        ops["sampling"] = sampling(pr, c, rows)
+    return ops
 
 
 def decode_ops(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost import sampling as smp
+from sim.cost.batch import BatchShape
 from sim.cost.overlap import moe_layer_share
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
@@ -53,3 +55,29 @@ def test_no_rows_sample_nothing_and_an_engine_prices_its_own_launches() -> None:
 
 def test_sampling_runs_once_per_step_outside_the_overlapped_layers() -> None:
     assert moe_layer_share(V3, "sampling") == 0.0
+
+
+def _decode_step(cm: ServingCostModel, per_rank: int, context: int = 2048) -> dict[str, float]:
+    n = cm.deployment.attn_dp * per_rank
+    rank = np.repeat(np.arange(cm.deployment.attn_dp), per_rank)
+    batch = BatchShape(
+        num_ranks=cm.deployment.attn_dp,
+        rank=rank,
+        new_tokens=np.ones(n, dtype=np.int64),
+        kv_tokens=np.full(n, context, dtype=np.int64),
+        is_decode=np.ones(n, dtype=bool),
+        samples_token=np.ones(n, dtype=bool),
+    )
+    return {op: t.seconds for op, t in cm.step_cost(batch).ops.items()}
+
+
+def test_an_sglang_step_samples_each_ranks_logits_rows_and_other_engines_do_not() -> None:
+    """Under SGLang a decode step's `sampling` is the rank's rows through the five passes (the
+    busiest rank's, as every op of the step's breakdown); vLLM's and TensorRT-LLM's samplers
+    are not modelled, so their steps carry no such row."""
+    sglang = model("sglang")
+    ops = _decode_step(sglang, 64)
+    assert ops["sampling"] == pytest.approx(smp.sampling(sglang.pricer, sglang.ctx, 64).seconds)
+    assert _decode_step(sglang, 128)["sampling"] > ops["sampling"]
+    for engine in ("vllm", "trtllm", None):
+        assert "sampling" not in _decode_step(model(engine), 64)
