@@ -66,9 +66,10 @@ class Pricer:
             return self.attention_fallback
         return self.fallback or RooflineCost(self.gpu)
 
-    def link(self, op: Op, bytes_: float, link_bytes_per_s: float) -> OpTime:
-        """A collective at `op`'s shape moving `bytes_` per GPU over a link (its bytes are the
-        deployment's: its copies per token and passes, where the op counts the table's)."""
+    def link(self, op: Op, link_bytes_per_s: float, *, runs: Op | None = None) -> OpTime:
+        """A collective's bytes per GPU (`op`'s work, or `runs`' as in `price`) over a link of
+        that speed, at `op`'s rate."""
+        bytes_ = (runs or op).work(None, 1.0)[1]
         if bytes_ <= 0.0:
             return ZERO
         assert op.op in COMM_OPS, op.op
