@@ -197,11 +197,14 @@ class EpDispatch(Op):
     copies: float | None = dataclasses.field(default=None, compare=False, kw_only=True)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
-        if self.copies is not None:
-            return 0.0, self.tokens_per_rank * self.copies * self.hidden * self.per_value
+        copies = self.benchmark_copies() if self.copies is None else self.copies
+        return 0.0, self.tokens_per_rank * copies * self.hidden * self.per_value
+
+    def benchmark_copies(self) -> float:
+        """Copies per token in DeepEP's benchmark layout, as its tables count them."""
         ep = int(self.ep)
         per_node = ep if self.link == "nvlink" else DEEPEP_GPUS_PER_NODE
-        copies = ep_copies(
+        return ep_copies(
             int(self.topk),
             ep,
             per_node,
@@ -209,7 +212,6 @@ class EpDispatch(Op):
             max_nodes=DEEPEP_MAX_NODES,
             nvlink_speedup=DEEPEP_NVLINK_SPEEDUP,
         )
-        return 0.0, self.tokens_per_rank * copies * self.hidden * self.per_value
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,8 @@ class EpCombine(EpDispatch):
 class AllGather(Op):
     """A collective over `gpus` of a `bytes` tensor (all ranks' shares): (g-1)/g x bytes per
     GPU; `calls`, not a table attribute: collectives of this shape a step runs back to back (a
-    gather and its scatter back, a layer's two all-reduces), each one's bytes counted."""
+    gather and its scatter back, a layer's two all-reduces), each one's bytes counted (priced
+    as one link read, so the table's fixed part is paid once for them)."""
 
     op: ClassVar[str] = p.ALL_GATHER
     passes: ClassVar[float] = 1.0
