@@ -1,11 +1,6 @@
-"""An op's `Rate` from a calibration profile's tables: the one rule of `docs/cost-model.md`.
-
-A query op is read at the point of its nearest table (`_nearest`) clamped to that table's grid,
-interpolated log-log there (`Grid.latency_s`); the table's fixed part (`_fixed_s`) is kept and its
-work part credited per resource (`_credit`); a query off that point (another key, past an edge)
-is read off its slice of the grid (`_slice_s`), so that it cannot get cheaper as it grows; a
-table from another GPU is first carried to this one (`_carried`). An op without any table is
-priced at the profile's roofline factors.
+"""An op's `Rate` from a calibration profile's tables: the one rule of `docs/cost-model.md`
+("Where an op's time comes from"). Its steps, in order: `_nearest`, `Grid.clamp`,
+`Grid.latency_s`, `_fixed_s`, `_credit`; `_slice_s` off a table point; `_carried` across GPUs.
 """
 
 from __future__ import annotations
@@ -91,24 +86,13 @@ class Grid:
         axes = zip(self.table.axes, self.log_axes, self.strides, strict=True)
         return _interpolate(axes, self.log_latency, at)
 
-    def node(self, flat: int) -> dict[str, float]:
-        """Coordinates of grid point `flat` (an index into `log_latency`)."""
-        axes = self.table.axes
-        return {
-            a: axes[a][(flat // stride) % len(axes[a])]
-            for a, stride in zip(axes, self.strides, strict=True)
-        }
-
 
 class CalibratedCost:
-    """Rates of ops from a profile on a given GPU. Construction precomputes every table;
-    `rate` and `link_rate` only fill a private cache of table choices, so the order of calls
-    does not matter."""
+    """Rates of ops from a profile on `gpu`, the GPU simulated; a profile measured on another
+    GPU is passed that one as `profile_gpu`, its compute tables carried to `gpu` and every table
+    estimate flagged extrapolated. Calls only fill caches, so their order does not matter."""
 
     def __init__(self, profile: Profile, gpu: GpuSpec, profile_gpu: GpuSpec | None = None) -> None:
-        """`gpu` is the GPU simulated. A profile measured on another GPU is run by passing that
-        one as `profile_gpu`: its compute tables are then carried to `gpu` (`_carried`), and
-        every table estimate is marked extrapolated."""
         self.profile, self.gpu = profile, gpu
         measured_on = profile_gpu or gpu
         self._borrowed = "" if measured_on.name == gpu.name else measured_on.name
@@ -133,48 +117,39 @@ class CalibratedCost:
         """The rate of a compute op at its shape; ValueError for a comm op (use `link_rate`)."""
         if op.op in COMM_OPS:
             raise ValueError(f"{op.op} is a communication op: use link_rate()")
-        e_c, e_m = self._typical(op.op)
-        if op.op not in self._grids:
-            return self._roofline(op.op, e_c, e_m)
-        peak = self.gpu.peak_flops_per_s(dtype) * e_c
-        bandwidth = self.gpu.hbm_bytes_per_s * e_m
-
-        def query_s(attrs: Attrs) -> tuple[float, float]:
-            flops, bytes_ = OP_TYPES[op.op].of(attrs).work(self._mla, elem_bytes(dtype))
-            return flops / peak, bytes_ / bandwidth
-
-        return self._table_rate(op.op, op.attributes(), dtype, query_s, context=dtype)
+        peak, bandwidth = self.gpu.peak_flops_per_s(dtype), self.gpu.hbm_bytes_per_s
+        return self._rate(op, dtype, peak, bandwidth)
 
     def link_rate(self, op: Op, link_bytes_per_s: float) -> Rate:
         """The rate of a comm op at its shape over a link of that speed (memory: link traffic)."""
         if op.op not in COMM_OPS:
             check_op(op.op)
             raise ValueError(f"{op.op} is not a communication op: use rate()")
-        eff = self._typical(op.op)[1]
+        return self._rate(op, "bf16", math.inf, link_bytes_per_s)
+
+    def _rate(self, op: Op, dtype: str, peak: float, bandwidth: float) -> Rate:
+        """`op`'s rate computing in `dtype` at `peak` FLOP/s, moving bytes at `bandwidth`."""
+        e_c, e_m = self._typical(op.op)
         if op.op not in self._grids:
-            return self._roofline(op.op, math.inf, eff)
+            return Rate(
+                compute_s_per_s=1 / e_c,
+                memory_s_per_s=1 / e_m,
+                fixed_s=self._launch_s,
+                source="roofline",
+                detail=f"{op.op}: no table; roofline at efficiencies {e_c:.3g}, {e_m:.3g}",
+            )
 
         def query_s(attrs: Attrs) -> tuple[float, float]:
-            return 0.0, OP_TYPES[op.op].of(attrs).work(None, 1.0)[1] / (link_bytes_per_s * eff)
+            flops, bytes_ = OP_TYPES[op.op].of(attrs).work(self._mla, elem_bytes(dtype))
+            return flops / (peak * e_c), bytes_ / (bandwidth * e_m)
 
-        return self._table_rate(op.op, op.attributes(), "bf16", query_s, context=link_bytes_per_s)
-
-    def _roofline(self, op: str, compute_eff: float, memory_eff: float) -> Rate:
-        """No table: the profile's roofline factors and its launch overhead."""
-        return Rate(
-            compute_s_per_s=1 / compute_eff,
-            memory_s_per_s=1 / memory_eff,
-            fixed_s=self._launch_s,
-            source="roofline",
-            detail=f"{op}: no table; roofline at efficiencies {compute_eff:.3g}, {memory_eff:.3g}",
-        )
+        return self._table_rate(op.op, op.attributes(), dtype, query_s, (dtype, bandwidth))
 
     def _table_rate(
         self, op: str, attrs: Attrs, dtype: str, query_s: QuerySeconds, context: object
     ) -> Rate:
-        """The rule of the module docstring; `query_s`: an op's compute and memory (link)
-        seconds at its attributes, at the profile's efficiencies on the GPU (link) that runs it
-        (`context`: what else it depends on, the dtype or the link)."""
+        """The rule; `query_s`: a query's compute and memory (link) seconds at its attributes
+        on what runs it (`context`: what else they depend on, the dtype and the link)."""
         names = sorted({k for g in self._grids[op] for k in g.table.key})
         cache_key = (op, dtype, *(attrs[n] for n in names))
         if cache_key not in self._choice:
@@ -209,11 +184,8 @@ class CalibratedCost:
         )
 
     def _slice_s(self, grid: Grid, attrs: Attrs, query_s: QuerySeconds, context: object) -> float:
-        """q's price read off its slice of the grid: the nodes that share its clamped
-        coordinates, each priced by the rule for q moved onto that node's in-grid
-        coordinates, made non-decreasing along every in-grid axis wherever the table's own
-        points rise there (a running maximum, restarted where they fall), and interpolated
-        log-log at q."""
+        """q's price read off its slice of the grid (the nodes at its clamped coordinates,
+        `_slice`), log-log at q."""
         axes = grid.table.axes
         inside = [a for a, v in axes.items() if len(v) > 1 and v[0] <= float(attrs[a]) <= v[-1]]  # type: ignore[arg-type]
         held_attrs = tuple((n, v) for n, v in attrs.items() if n not in inside)
@@ -228,6 +200,8 @@ class CalibratedCost:
     def _slice(
         self, grid: Grid, attrs: Attrs, inside: list[str], query_s: QuerySeconds
     ) -> NDArray[np.float64]:
+        """Log prices of q moved onto each node of its slice, made non-decreasing along every
+        in-grid axis wherever the table's own points rise (a running maximum)."""
         axes, names = grid.table.axes, list(grid.table.axes)
         edge = grid.clamp(attrs)[0]
         shape = [len(axes[a]) if a in inside else 1 for a in names]
@@ -247,9 +221,7 @@ class CalibratedCost:
         out: NDArray[np.float64] = np.log(prices.ravel())
         return out
 
-    def _resources(
-        self, grid: Grid, at: Mapping[str, float], attrs: Mapping[str, object]
-    ) -> tuple[float, float]:
+    def _resources(self, grid: Grid, at: Mapping[str, float], attrs: Attrs) -> tuple[float, float]:
         """r of the table's op at on-grid `at` (the rest of its attributes from `attrs`) on the
         GPU it was measured on, at the profile's efficiencies."""
         table = grid.table
@@ -275,20 +247,20 @@ class CalibratedCost:
         return min(max(fixed, self._launch_s), math.exp(min(grid.log_latency)))
 
     def _carried(self, grid: Grid) -> Grid:
-        """The table carried to this GPU point by point: each point's work part scaled by its
-        r here over its r there, then made non-decreasing along every axis (a running
-        maximum), so that an op does not get cheaper as it grows where this GPU's ridge lies
-        elsewhere than the measured one's."""
-        here = replace(grid, peak=self.gpu.peak_flops_per_s(grid.table.dtype))
-        here = replace(here, bandwidth=self.gpu.hbm_bytes_per_s)
+        """The table carried to this GPU point by point (each point's work part times its r
+        here over its r there), made non-decreasing along every axis (a running maximum)."""
+        peak = self.gpu.peak_flops_per_s(grid.table.dtype)
+        here = replace(grid, peak=peak, bandwidth=self.gpu.hbm_bytes_per_s)
+        axes = grid.table.axes
+        sizes = [len(v) for v in axes.values()]
         work = np.empty(len(grid.log_latency))
-        for flat in range(len(work)):
-            at = grid.node(flat)
+        for flat, idx in enumerate(np.ndindex(*sizes)):  # row-major, as `Grid.strides`
+            at = {a: v[j] for (a, v), j in zip(axes.items(), idx, strict=True)}
             k = _credit(
                 math.exp(grid.log_latency[flat]) - grid.fixed_s, self._resources(grid, at, {})
             )
             work[flat] = max(r * f for r, f in zip(self._resources(here, at, {}), k, strict=True))
-        shaped = work.reshape([len(v) for v in grid.table.axes.values()])
+        shaped = work.reshape(sizes)
         for axis in range(shaped.ndim):
             shaped = np.maximum.accumulate(shaped, axis=axis)
         carried = tuple(float(x) for x in np.log(grid.fixed_s + shaped.ravel()))
@@ -297,13 +269,12 @@ class CalibratedCost:
     def _typical(self, op: str) -> tuple[float, float]:
         """The profile's compute and memory (comm ops: link) efficiencies for `op`."""
         r = self.profile.roofline
-        if op in COMM_OPS:
-            return 1.0, r.comm_link_efficiency.value
+        if op in COMM_OPS:  # no compute
+            return math.inf, r.comm_link_efficiency.value
         return r.compute_efficiency(op).value, r.memory_bandwidth_efficiency.value
 
-    def _nearest(
-        self, op: str, attrs: Mapping[str, object], dtype: str
-    ) -> tuple[list[Grid], float]:
+    def _nearest(self, op: str, attrs: Attrs, dtype: str) -> tuple[list[Grid], float]:
+        """The tables nearest the query's key and dtype, and their key distance."""
         scored = []
         for grid in self._grids[op]:
             dist = sum(_key_distance(attrs[k], v) for k, v in grid.table.key.items())

@@ -1,8 +1,8 @@
-"""Communication volumes per layer and their link: NVLink inside a node, RDMA across nodes.
+"""Communication links and EP copy counts: NVLink inside a node, RDMA across nodes.
 
-- TP all-reduce of the hidden states (ring: each GPU moves 2 (t-1)/t of the buffer).
-- EP dispatch (FP8 activations + scales) and combine (BF16) of each token to its top-k experts.
-- All-gather / reduce-scatter when MoE TP spans more GPUs than attention TP (DP attention + TP MoE).
+The bytes a collective moves are its op's work (`sim.cost.ops`: `AllReduce`, `AllGather`,
+`EpDispatch`, `EpCombine`); this module gives the link each one crosses and the copies per token
+a DeepEP exchange sends (`ep_copies`).
 """
 
 from __future__ import annotations
@@ -27,20 +27,6 @@ def group_link(gpu: GpuSpec, group_gpus: int, gpus_per_node: int) -> Link:
     if group_gpus <= gpus_per_node:
         return Link(name="nvlink", bytes_per_s=gpu.nvlink_gb_s * 1e9)
     return Link(name="rdma", bytes_per_s=gpu.nic_gb_s * 1e9)
-
-
-def allreduce_bytes(tokens: float, hidden: int, group: int) -> float:
-    """Bytes each GPU sends in a ring all-reduce of `tokens` BF16 hidden states."""
-    if group <= 1:
-        return 0.0
-    return 2.0 * (group - 1) / group * tokens * hidden * BF16
-
-
-def allgather_bytes(tokens: float, hidden: int, group: int) -> float:
-    """Bytes each GPU receives gathering every peer's `tokens` BF16 hidden states."""
-    if group <= 1:
-        return 0.0
-    return (group - 1) * tokens * hidden * BF16
 
 
 def distinct_hits(bins: float, picks: float) -> float:
@@ -86,16 +72,6 @@ def ep_copies(
     rdma = hit_nodes * (nodes - 1) / nodes
     gpus_per_hit = distinct_hits(per_node, top_k / hit_nodes) * (per_node - 1) / per_node
     return max(rdma, hit_nodes * gpus_per_hit / nvlink_speedup)
-
-
-def dispatch_bytes(tokens: float, hidden: int, copies: float) -> float:
-    """Bytes one GPU sends dispatching its tokens' `copies` each (FP8 + scales)."""
-    return tokens * copies * hidden * FP8_DISPATCH_BYTES_PER_ELEM
-
-
-def combine_bytes(tokens: float, hidden: int, copies: float) -> float:
-    """Bytes one GPU receives combining expert outputs back (BF16)."""
-    return tokens * copies * hidden * BF16
 
 
 def ep_per_node(d: Deployment) -> int:

@@ -239,13 +239,12 @@ def dp_gather(
     if dp <= 1 or rows <= 0:
         return DpGather(rows=rows, op=ZERO)
     link = comm.group_link(g, gpus, d.gpus_per_node)
-    if max_len:
-        gather = AllGather(bytes=rows * h * comm.BF16, gpus=dp, link=link.name)
-        moved = comm.allgather_bytes(largest, h, dp)
-        return DpGather(rows, pr.link(gather, 2 * moved, link.bytes_per_s))
-    reduce = AllReduce(bytes=rows * h * comm.BF16, gpus=gpus, link=link.name)
-    moved = comm.allreduce_bytes(rows, h, gpus)
-    return DpGather(rows, pr.link(reduce, 2 * moved, link.bytes_per_s))
+    buffer = rows * h * comm.BF16
+    if max_len:  # the reduce-scatter back moves the all-gather's bytes
+        op: AllGather = AllGather(bytes=buffer, gpus=dp, link=link.name, calls=2)
+    else:
+        op = AllReduce(bytes=buffer, gpus=gpus, link=link.name, calls=2)
+    return DpGather(rows, pr.link(op, link.bytes_per_s))
 
 
 def tp_allreduce(pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, tokens: float) -> OpTime:
@@ -253,12 +252,11 @@ def tp_allreduce(pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, tokens: fl
     and after the FFN when experts split the same way. It sits on that rank's own path."""
     if d.attn_tp <= 1:
         return ZERO
-    h = m.hidden_size
-    per_layer = comm.allreduce_bytes(tokens, h, d.attn_tp)
-    per_layer *= 2 if 1 < d.moe_tp <= d.attn_tp or trtllm_moe_allreduce(d) else 1
-    op = AllReduce(bytes=tokens * h * comm.BF16, gpus=d.attn_tp, link="nvlink")
+    calls = 2 if 1 < d.moe_tp <= d.attn_tp or trtllm_moe_allreduce(d) else 1
+    buffer = tokens * m.hidden_size * comm.BF16
+    op = AllReduce(bytes=buffer, gpus=d.attn_tp, link="nvlink", calls=calls)
     link = comm.group_link(g, d.attn_tp, d.gpus_per_node)
-    return pr.link(op, per_layer, link.bytes_per_s)
+    return pr.link(op, link.bytes_per_s)
 
 
 ROUTING_BYTES_PER_PICK = 4.0 + 4.0  # an int32 expert id and an FP32 weight per top-k pick
@@ -286,11 +284,10 @@ def trtllm_moe_comm(
     link = comm.group_link(g, gpus, d.gpus_per_node)
     rows = load.unit_tokens
     gather_row = h * comm.BF16 + topk * ROUTING_BYTES_PER_PICK
-    times = []
-    for row_bytes in (gather_row, h * comm.BF16):
-        op = AllGather(bytes=rows * row_bytes, gpus=gpus, link=link.name)
-        moved = (gpus - 1) / gpus * rows * row_bytes
-        times.append(pr.link(op, moved, link.bytes_per_s))
+    times = [
+        pr.link(AllGather(bytes=rows * row_bytes, gpus=gpus, link=link.name), link.bytes_per_s)
+        for row_bytes in (gather_row, h * comm.BF16)
+    ]
     return {"dp_gather": combine(*times)}
 
 
@@ -313,10 +310,12 @@ def ep_exchange(
         nvlink_speedup=g.nvlink_gb_s / g.nic_gb_s,
     )
     shape = (max(per_gpu, 1.0), d.ep, mode, link.name, h, moe.experts_per_token)
-    ops = {
-        op.op: pr.link(op(*shape), fn(per_gpu, h, copies), link.bytes_per_s)
-        for op, fn in ((EpDispatch, comm.dispatch_bytes), (EpCombine, comm.combine_bytes))
-    }
+    # the table's shape; the step's own tokens, each sent `copies` times as this unit lays out
+    ops: dict[str, OpTime] = {}
+    for kind in (EpDispatch, EpCombine):
+        table_op = kind(*shape)
+        runs = replace(table_op, tokens_per_rank=per_gpu, copies=copies)
+        ops[kind.op] = pr.link(table_op, link.bytes_per_s, runs=runs)
     if mode == "low_latency":
         ops = {op: _with_latency_floor(pr, op, t, per_gpu) for op, t in ops.items()}
     return ops

@@ -44,12 +44,9 @@ def unit_head(
     link = comm.group_link(g, gpus, d.gpus_per_node)
     hidden = rows * m.hidden_size * comm.BF16
     logits = rows * m.vocab_size * comm.BF16
-    share = (gpus - 1) / gpus  # each GPU receives every other GPU's part of the full tensor
     gather = combine(
-        pr.link(AllReduce(bytes=hidden, gpus=gpus, link=link.name), 2 * share * hidden,
-                link.bytes_per_s),
-        pr.link(AllGather(bytes=logits, gpus=gpus, link=link.name), share * logits,
-                link.bytes_per_s),
-    )  # fmt: skip
+        pr.link(AllReduce(bytes=hidden, gpus=gpus, link=link.name), link.bytes_per_s),
+        pr.link(AllGather(bytes=logits, gpus=gpus, link=link.name), link.bytes_per_s),
+    )
     head = gemm(pr, c, rows, m.hidden_size, m.vocab_size // gpus, "bf16")
     return {"lm_head": head, "logits_gather": gather}

@@ -183,7 +183,8 @@ class ElementwiseKernel(Elementwise):
 @dataclass(frozen=True)
 class EpDispatch(Op):
     """DeepEP dispatch: FP8 values plus one fp32 scale per 128, per rank, on the bottleneck
-    link, copies per token as `comm.ep_copies` counts them in DeepEP's benchmark layout."""
+    link, copies per token as `comm.ep_copies` counts them in DeepEP's benchmark layout;
+    `copies`, not a table attribute: a deployment's own count, where it sends the token."""
 
     op: ClassVar[str] = p.EP_DISPATCH
     per_value: ClassVar[float] = 1.0 + 4.0 / FP8_SCALE_GROUP
@@ -193,11 +194,17 @@ class EpDispatch(Op):
     link: str
     hidden: float
     topk: float
+    copies: float | None = dataclasses.field(default=None, compare=False, kw_only=True)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
+        copies = self.benchmark_copies() if self.copies is None else self.copies
+        return 0.0, self.tokens_per_rank * copies * self.hidden * self.per_value
+
+    def benchmark_copies(self) -> float:
+        """Copies per token in DeepEP's benchmark layout, as its tables count them."""
         ep = int(self.ep)
         per_node = ep if self.link == "nvlink" else DEEPEP_GPUS_PER_NODE
-        copies = ep_copies(
+        return ep_copies(
             int(self.topk),
             ep,
             per_node,
@@ -205,7 +212,6 @@ class EpDispatch(Op):
             max_nodes=DEEPEP_MAX_NODES,
             nvlink_speedup=DEEPEP_NVLINK_SPEEDUP,
         )
-        return 0.0, self.tokens_per_rank * copies * self.hidden * self.per_value
 
 
 @dataclass(frozen=True)
@@ -216,18 +222,22 @@ class EpCombine(EpDispatch):
 
 @dataclass(frozen=True)
 class AllGather(Op):
-    """A collective over `gpus` of a `bytes` tensor (all ranks' shares): (g-1)/g x bytes."""
+    """A collective over `gpus` of a `bytes` tensor (all ranks' shares): (g-1)/g x bytes per
+    GPU; `calls`, not a table attribute: collectives of this shape a step runs back to back (a
+    gather and its scatter back, a layer's two all-reduces), each one's bytes counted (priced
+    as one link read, so the table's fixed part is paid once for them)."""
 
     op: ClassVar[str] = p.ALL_GATHER
     passes: ClassVar[float] = 1.0
     bytes: float
     gpus: float
     link: str
+    calls: float = dataclasses.field(default=1.0, compare=False, kw_only=True)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
         g = self.gpus
         share = (g - 1) / g if g > 1 else 0.0
-        return 0.0, self.passes * share * self.bytes
+        return 0.0, self.calls * self.passes * share * self.bytes
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from sim.cost.mixed_rank import MixedRanks, MixedWork
 from sim.cost.mixed_shape import MixedShape, mixed_shapes
 from sim.cost.overheads import engine_overheads, shared_expert_tp, stream_overlap_s
 from sim.cost.overlap import MicroBatch, comm_time, moe_layers_s, overlapped_s
-from sim.cost.priced import MemoPricer
+from sim.cost.pricing import Pricer
 from sim.cost.rank_shape import RankShape, decode_shapes, rank_shape, shape_segments
 from sim.cost.rank_work import rank_ops, separable
 from sim.cost.rate import OpTime, total_seconds
@@ -99,7 +99,7 @@ class ServingCostModel:
                 for e in (r.gemm_compute_efficiency, r.attention_compute_efficiency)
             )
         self.profile_name = profile.name if profile else f"{gpu.name} datasheet roofline"
-        self.pricer = MemoPricer(
+        self.pricer = Pricer(
             gpu,
             estimator or fallback,
             fallback=fallback,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ from sim.cost.calibrated import CalibratedCost
 from sim.cost.comm import ep_copies
 from sim.cost.comm_ops import CommLoad
 from sim.cost.memo import round_to_bucket
+from sim.cost.ops import AllReduce, EpDispatch
 from sim.cost.routed import receive_skew
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
@@ -99,6 +102,22 @@ def test_even_routing_keeps_deepeps_published_point() -> None:
     # the simulator counts a GPU's copies exactly as the table does (`comm.ep_copies`)
     assert per_layer == pytest.approx(155e-6, rel=1e-9)
     assert step.ops["ep_dispatch"].source == "published"
+
+
+def test_a_collectives_calls_and_copies_move_its_bytes_not_its_table_key() -> None:
+    """The bytes a step's collective moves are its op's own work; `calls` and a deployment's
+    `copies` change that work, never the shape its table is read at (its key and memo key)."""
+    dispatch = EpDispatch(128, 32, "low_latency", "rdma", V3.hidden_size, 8)
+    own = replace(dispatch, copies=3.5)
+    assert own == dispatch and own.attributes() == dispatch.attributes()
+    per_value = 1 + 4 / 128  # an FP8 value and its share of an fp32 scale per 128
+    assert own.work(None, 1.0)[1] == 128 * 3.5 * V3.hidden_size * per_value
+    table_copies = dispatch.benchmark_copies()  # DeepEP's benchmark layout, as its table
+    assert dispatch.work(None, 1.0)[1] == 128 * table_copies * V3.hidden_size * per_value
+    reduce = AllReduce(bytes=1e6, gpus=8, link="nvlink")
+    twice = replace(reduce, calls=2)
+    assert twice == reduce and twice.attributes() == reduce.attributes()
+    assert twice.work(None, 1.0)[1] == 2 * reduce.work(None, 1.0)[1] == 2 * 2 * 7 / 8 * 1e6
 
 
 def test_the_rank_with_most_tokens_sets_the_exchange() -> None:

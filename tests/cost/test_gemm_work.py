@@ -102,10 +102,15 @@ def test_launch_is_paid_once_per_call_whatever_the_work_ratio() -> None:
     # a collective without a table: the profile's link efficiency plus one launch
     rl = load_profile("h200-roofline")
     link_pr = Pricer(H200, CalibratedCost(rl, H200))
-    t = link_pr.link(AllReduce(bytes=1e6, gpus=8, link="nvlink"), 3e5, 400e9)
+    t = link_pr.link(AllReduce(bytes=1e6, gpus=8, link="nvlink"), 400e9)
     r = rl.roofline
-    expected = 3e5 / (400e9 * r.comm_link_efficiency.value) + r.launch_overhead_us.value * 1e-6
+    moved = 2 * 7 / 8 * 1e6  # a ring all-reduce: 2 (g - 1) / g of the buffer per GPU
+    expected = moved / (400e9 * r.comm_link_efficiency.value) + r.launch_overhead_us.value * 1e-6
     assert t.seconds == pytest.approx(expected, rel=1e-12)
+    # two calls of the shape move twice the bytes at its rate (one fixed part, as one link read)
+    twice = link_pr.link(AllReduce(bytes=1e6, gpus=8, link="nvlink", calls=2), 400e9)
+    launch = r.launch_overhead_us.value * 1e-6
+    assert twice.seconds - launch == pytest.approx(2 * (t.seconds - launch), rel=1e-12)
 
 
 def test_routed_experts_read_the_distinct_experts_their_pairs_land_on() -> None:

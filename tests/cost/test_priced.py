@@ -1,4 +1,4 @@
-"""The memoising pricer answers exactly what the plain one does, hit or miss."""
+"""The pricer's memos answer exactly what pricing afresh does, hit or miss."""
 
 from __future__ import annotations
 
@@ -10,26 +10,21 @@ from sim.catalog.profiles import load_profile
 from sim.cost.attention_ops import MlaDecode, Segments
 from sim.cost.calibrated import CalibratedCost
 from sim.cost.ops import Bmm, Elementwise, ElementwiseKernel, Gemm, Op
-from sim.cost.priced import MemoPricer
 from sim.cost.pricing import Pricer
 from sim.cost.roofline import RooflineCost
 
 H200 = load_gpu("h200")
 
 
-def pricers(profile: str) -> tuple[Pricer, MemoPricer]:
-    est = CalibratedCost(load_profile(profile), H200)
+def pricer(est: CalibratedCost) -> Pricer:
     fb = RooflineCost(H200, 0.6, 0.7, 5e-6)
-    mla = load_model("deepseek-v3").mla_spec
-    return (
-        Pricer(H200, est, fallback=fb, mla=mla),
-        MemoPricer(H200, est, fallback=fb, mla=mla),
-    )
+    return Pricer(H200, est, fallback=fb, mla=load_model("deepseek-v3").mla_spec)
 
 
 @pytest.mark.parametrize("profile", ["h200-sglang", "h200-roofline"])  # tables; none
 def test_memoised_times_equal_plain_pricing_and_weight_bytes_are_in_the_key(profile: str) -> None:
-    plain, memo = pricers(profile)
+    est = CalibratedCost(load_profile(profile), H200)
+    memo = pricer(est)
     rng = np.random.default_rng(3)
     seg = Segments(q=np.full(5, 2.0), k=rng.integers(100, 9000, 5).astype(float), cache_bytes=656)
     ops: list[tuple[Op, str]] = [
@@ -42,9 +37,9 @@ def test_memoised_times_equal_plain_pricing_and_weight_bytes_are_in_the_key(prof
     ]
     for _ in range(2):  # a miss, then a hit
         for op, dtype in ops:
-            assert memo.price(op, dtype) == plain.price(op, dtype), op
+            assert memo.price(op, dtype) == pricer(est).price(op, dtype), op  # vs a fresh one
     fp8_wide = [memo.price(op, d).seconds for op, d in ops[1:3]]
     assert fp8_wide[1] > fp8_wide[0]
     for m in (1.0, 37.0, 4096.0):  # rates too, at every shape, with or without a table
         op = Gemm(m=m, k=7168, n=2112)
-        assert memo.rate(op, "fp8") == plain.rate(op, "fp8")
+        assert memo.rate(op, "fp8") == est.rate(op, "fp8")

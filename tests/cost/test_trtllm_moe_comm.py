@@ -66,7 +66,8 @@ def test_attention_dp_with_ep_gathers_every_rank_and_scatters_back() -> None:
     expected = 0.0
     for row in (2 * h + topk * ROUTING_BYTES_PER_PICK, 2 * h):
         op = AllGather(bytes=512 * row, gpus=8, link="nvlink")
-        expected += cm.pricer.link(op, 7 / 8 * 512 * row, bw).seconds
+        assert op.work(None, 1.0)[1] == pytest.approx(7 / 8 * 512 * row, rel=1e-12)
+        expected += cm.pricer.link(op, bw).seconds
     per_layer = comm_ops.trtllm_moe_comm(cm.pricer, V3, d, H200, load)["dp_gather"].seconds
     assert per_layer == pytest.approx(expected, rel=1e-12)
     assert gather.seconds == pytest.approx(V3.moe_layers * per_layer, rel=0.05)  # bucketed load
