@@ -76,16 +76,15 @@ def mixed_shapes(
     segments' are decided one by one, as every policy does; each rank's chunks together
     (SGLang picks one path for a rank's extend batch), from its chunks alone. `tokens_r`:
     every rank's tokens."""
+    if len(ranks) == 1:
+        return [_one_rank(batch, mixed, ranks[0], paths, float(tokens_r[ranks[0]]))]
     rank, q, k, dec = batch.rank, batch.new_tokens, batch.kv_tokens, batch.is_decode
     on = dec & mixed[rank]
     decode_path = paths(q[on], k[on], dec[on], None)
     pre = np.flatnonzero(~dec)
     pos = np.full(batch.num_ranks, -1, dtype=np.int64)
     pos[ranks] = np.arange(len(ranks))
-    if len(ranks) == 1:  # one rank's chunks: one extend batch
-        chunk_path = paths(q[pre], k[pre], dec[pre], None)
-    else:  # each rank's chunks an extend batch of their own
-        chunk_path = paths(q[pre], k[pre], dec[pre], pos[rank[pre]])
+    chunk_path = paths(q[pre], k[pre], dec[pre], pos[rank[pre]])  # each rank's an extend batch
     m = batch.num_ranks
     groups: list[list[DecodeGroup]] = [[] for _ in ranks]
     r_on, q_on = rank[on], q[on]
@@ -130,6 +129,46 @@ def mixed_shapes(
         MixedShape(tuple(g), tuple(sorted(c)), ti, xi, ri)
         for g, c, ti, xi, ri in zip(groups, chunks, t, x, rows[ranks].tolist(), strict=True)
     ]
+
+
+def _one_rank(
+    batch: BatchShape, mixed: NDArray[np.bool_], r: int, paths: Paths, tokens: float
+) -> MixedShape:
+    """`mixed_shapes` of the one rank `r`, as it gives them, in fewer numpy calls (the app's
+    tensor-parallel deployments are one rank). One `paths` call prices the rank's forward
+    batch: every policy decides decode segments one by one and the extend batch from its
+    chunks alone. Sums are of whole tokens, so exact in float64 whatever their order."""
+    sel = mixed[batch.rank] if batch.num_ranks > 1 else slice(None)
+    q, k, dec = batch.new_tokens[sel], batch.kv_tokens[sel], batch.is_decode[sel]
+    path = paths(q, k, dec, None)
+    pre = ~dec
+    groups: tuple[DecodeGroup, ...] = ()
+    q_on, p_on = q[dec], path[dec]
+    if q_on.size and q_on.min() == q_on.max() and p_on.min() == p_on.max():  # one group
+        k_sum = np.array([float(k[dec].sum())])
+        groups = (decode_group(int(p_on[0]), int(q_on[0]), q_on.size, int(buckets(k_sum)[0])),)
+    elif q_on.size:  # decode groups by path and width, as `rank_shape` keeps them
+        code = p_on.astype(np.int64) << 32 | q_on
+        kinds, inverse, n_kind = np.unique(code, return_inverse=True, return_counts=True)
+        b = buckets(np.bincount(inverse, weights=k[dec].astype(np.float64)).astype(np.float64))
+        groups = tuple(
+            decode_group(kind >> 32 & 0xFF, kind & 0xFFFFFFFF, n, bucket)
+            for kind, n, bucket in zip(kinds.tolist(), n_kind.tolist(), b.tolist(), strict=True)
+        )
+    cq, ck, chunk_path = q[pre], k[pre], path[pre]
+    samples = batch.samples_token
+    smp = np.ones(cq.size, dtype=bool) if samples is None else samples[sel][pre]
+    fine = CHUNK_BUCKETS_PER_OCTAVE
+    new = centres(buckets(cq.astype(np.float64), fine), fine)
+    prefix = (ck - cq).astype(np.float64)
+    has = prefix > 0
+    prefix[has] = centres(buckets(prefix[has], fine), fine)
+    columns = (chunk_path.tolist(), new.tolist(), (new + prefix).tolist(), smp.tolist())
+    chunks = tuple(sorted(zip(*columns, strict=True)))
+    expand = (chunk_path == EXPAND) | (chunk_path == EXPAND_CHUNKED)
+    expanded = _rounded(np.array([float(ck[expand].sum())]))[0]
+    rows = float(q_on.sum()) + float(np.count_nonzero(smp))
+    return MixedShape(groups, chunks, tokens, float(expanded), rows)
 
 
 def _rounded(x: NDArray[np.float64]) -> NDArray[np.float64]:
