@@ -108,14 +108,9 @@ def mixed_shapes(
                 groups[int(pos[kind >> 40])].append(group)
     cr, cq, ck = rank[pre], q[pre], k[pre]
     smp = np.ones(cq.size, dtype=bool) if batch.samples_token is None else batch.samples_token[pre]
-    fine = CHUNK_BUCKETS_PER_OCTAVE
-    new = centres(buckets(cq.astype(np.float64), fine), fine)
-    prefix = (ck - cq).astype(np.float64)
-    has = prefix > 0
-    prefix[has] = centres(buckets(prefix[has], fine), fine)
+    new, context = _rounded_chunks(cq, ck)
     chunks: list[list[Chunk]] = [[] for _ in ranks]
-    columns = (pos[cr].tolist(), chunk_path.tolist(), new.tolist(), (new + prefix).tolist(),
-               smp.tolist())  # fmt: skip
+    columns = (pos[cr].tolist(), chunk_path.tolist(), new.tolist(), context.tolist(), smp.tolist())
     for i, p, nq, ctx, s in zip(*columns, strict=True):
         chunks[i].append((p, nq, ctx, s))
     expand = (chunk_path == EXPAND) | (chunk_path == EXPAND_CHUNKED)
@@ -158,17 +153,26 @@ def _one_rank(
     cq, ck, chunk_path = q[pre], k[pre], path[pre]
     samples = batch.samples_token
     smp = np.ones(cq.size, dtype=bool) if samples is None else samples[sel][pre]
-    fine = CHUNK_BUCKETS_PER_OCTAVE
-    new = centres(buckets(cq.astype(np.float64), fine), fine)
-    prefix = (ck - cq).astype(np.float64)
-    has = prefix > 0
-    prefix[has] = centres(buckets(prefix[has], fine), fine)
-    columns = (chunk_path.tolist(), new.tolist(), (new + prefix).tolist(), smp.tolist())
+    new, context = _rounded_chunks(cq, ck)
+    columns = (chunk_path.tolist(), new.tolist(), context.tolist(), smp.tolist())
     chunks = tuple(sorted(zip(*columns, strict=True)))
     expand = (chunk_path == EXPAND) | (chunk_path == EXPAND_CHUNKED)
     expanded = _rounded(np.array([float(ck[expand].sum())]))[0]
     rows = float(q_on.sum()) + float(np.count_nonzero(smp))
     return MixedShape(groups, chunks, tokens, float(expanded), rows)
+
+
+def _rounded_chunks(
+    q: NDArray[np.int64], k: NDArray[np.int64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Chunks' new tokens and contexts, their lengths and (non-zero) prefixes at their
+    2^(1/64) bucket centres."""
+    fine = CHUNK_BUCKETS_PER_OCTAVE
+    new = centres(buckets(q.astype(np.float64), fine), fine)
+    prefix = (k - q).astype(np.float64)
+    has = prefix > 0
+    prefix[has] = centres(buckets(prefix[has], fine), fine)
+    return new, new + prefix
 
 
 def _rounded(x: NDArray[np.float64]) -> NDArray[np.float64]:
