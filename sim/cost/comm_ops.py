@@ -112,7 +112,7 @@ def comm_loads(
     `requests_r`: the requests per rank of a decode-only step, where the caller has counted
     them (its decode requests, so they need not be counted again)."""
     dec = batch.is_decode
-    decode_only = requests_r is not None or bool(dec.all())
+    decode_only = requests_r is not None or np.count_nonzero(dec) == dec.shape[0]
     load = _load(tokens_r, crit, decode_only=decode_only)
     draft = extend = None
     if not load.decode_only:
@@ -126,7 +126,7 @@ def comm_loads(
             extend = _load(tokens_r - dec_tokens, crit, decode_only=False)
     if mtp and requests_r is not None:
         draft = _load(requests_r.astype(np.float64), crit, decode_only=True)
-    elif mtp and dec.any():
+    elif mtp and np.count_nonzero(dec):
         dec_r = np.bincount(batch.rank[dec], minlength=batch.num_ranks).astype(np.float64)
         draft = _load(dec_r, crit, decode_only=True)  # low-latency kernels
     return load, draft, extend

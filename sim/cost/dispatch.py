@@ -119,7 +119,7 @@ def _sglang_grouped(seg: Segments, sparse: bool, groups: NDArray[np.int64]) -> N
     window and the whole batch fits one KV chunk; else by the batch's prefix sum."""
     out = np.full(seg.new_tokens.shape, SPARSE_ABSORB if sparse else ABSORB, dtype=np.int8)
     ext = ~seg.is_decode
-    if not ext.any():
+    if not np.count_nonzero(ext):
         return out
     g, kv = groups[ext], seg.kv_tokens[ext]
     n = int(g.max()) + 1

@@ -139,7 +139,8 @@ def _one_rank(
     pre = ~dec
     groups: tuple[DecodeGroup, ...] = ()
     q_on, p_on = q[dec], path[dec]
-    if q_on.size and q_on.min() == q_on.max() and p_on.min() == p_on.max():  # one group
+    one = q_on.shape[0] and not np.count_nonzero(q_on != q_on[0])
+    if one and not np.count_nonzero(p_on != p_on[0]):  # one group
         k_sum = np.array([float(k[dec].sum())])
         groups = (decode_group(int(p_on[0]), int(q_on[0]), q_on.size, int(buckets(k_sum)[0])),)
     elif q_on.size:  # decode groups by path and width, as `rank_shape` keeps them

@@ -158,12 +158,13 @@ class ServingCostModel:
         n_r = np.bincount(rank, minlength=ranks)
         new = batch.new_tokens
         tokens_r: np.ndarray
-        if int(new.min()) == int(new.max()):  # uniform verify width: no weighted count needed
+        # (count_nonzero: far cheaper than any(), all(), min() or max() on a step's arrays)
+        if not np.count_nonzero(new != new[0]):  # uniform verify width: no weighted count needed
             tokens_r = n_r * float(new[0])  # float array
         else:
             tokens_r = np.bincount(rank, weights=new.astype(np.float64), minlength=ranks)
         mixed = np.zeros(ranks, dtype=bool)
-        decode_only = bool(dec.all())
+        decode_only = np.count_nonzero(dec) == dec.shape[0]
         if not decode_only:
             mixed[rank[~dec]] = True
         busy_decode = ~mixed & (n_r > 0)
@@ -194,14 +195,14 @@ class ServingCostModel:
         # SGLang splits a step into two micro-batches only when every busy DP rank runs the same
         # forward mode: all extend (a prefill chunk, decode requests alongside or not) or all
         # decode; a step where some ranks prefill while others decode runs whole
-        modes_agree = not (mixed.any() and busy_decode.any())
+        modes_agree = decode_only or not np.count_nonzero(busy_decode)
         if self.deployment.two_batch_overlap and modes_agree and comm_time(unit_ops) > 0:
             args = (batch, n_r, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops)
             saved = self._overlap_saving(*args)
             duration -= saved
         elif not self.deployment.two_batch_overlap and self.overheads is not None:
             # a graph-replayed decode runs the shared experts on a second stream
-            graph = not mixed.any() and int(n_r.max()) <= self.overheads.graph_max_batch.value
+            graph = decode_only and int(n_r.max()) <= self.overheads.graph_max_batch.value
             hidden = stream_overlap_s(self.overheads, ops, graph)
             saved, duration = saved + hidden, duration - hidden
         return StepCost(duration_s=duration, rank_own_s=rank_s, ops=ops, overlap_saved_s=saved)
@@ -227,12 +228,12 @@ class ServingCostModel:
             shapes = list(mixed_shapes(batch, mixed, alone, self._paths, tokens_r))
             index[alone] = np.arange(len(alone))
             alone = []
-        if busy_decode.any():
+        if np.count_nonzero(busy_decode):
             sel = slice(None) if everyone else busy_decode[rank]
             q, k = batch.new_tokens[sel], batch.kv_tokens[sel]
             paths = self._paths(q, k, batch.is_decode[sel])
             rs = np.flatnonzero(busy_decode)
-            if int(q.min()) == int(q.max()) and int(paths.min()) == int(paths.max()):
+            if not np.count_nonzero(q != q[0]) and not np.count_nonzero(paths != paths[0]):
                 # whole-token contexts: their float64 sums are exact, whatever the order
                 kv_sum = np.bincount(rank[sel], weights=k, minlength=ranks)[rs].astype(
                     np.float64, copy=False

@@ -72,7 +72,7 @@ def _late_tokens(pool: Pool, rs: RunningSet, plan: StepPlan, step_s: float) -> N
     ids = rs.ids[: plan.n] if plan.decode_pos is None else rs.ids[plan.decode_pos]
     waited = t.waited_s[ids]
     late = waited > 0
-    if late.any():
+    if np.count_nonzero(late):
         pool.late_gaps.append((pool.log.n, step_s + waited[late]))
         t.waited_s[ids[late]] = 0.0
     if plan.waiting_pos is not None and plan.waiting_pos.shape[0]:
@@ -123,7 +123,7 @@ def apply_step(
         ids = rs.ids[pos]
         t.prefilled[ids] += chunks
         fin = t.prefilled[ids] >= t.prefill_target[ids]
-        if fin.any():
+        if np.count_nonzero(fin):
             fpos = pos[fin]
             t.finish_prefill(ids[fin], now)
             rs.turned_decode(t, fpos)
