@@ -78,6 +78,12 @@ class StepCost:
         return float(self.rank_own_s.max()) / mean if mean > 0 else 1.0
 
 
+def all_equal(a: NDArray[np.generic]) -> bool:
+    """Whether every entry of non-empty `a` equals its first: one comparison and a count, far
+    cheaper than `min() == max()` (two reductions) on a step's small arrays."""
+    return not np.count_nonzero(a != a[0])
+
+
 class StepCostModel(Protocol):
     """Anything that prices a step: the real cost model, or a fixed-cost one in tests."""
 

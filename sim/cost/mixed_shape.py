@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.cost.batch import BatchShape
+from sim.cost.batch import BatchShape, all_equal
 from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
 from sim.cost.layer_ops import RankSegments
 from sim.cost.memo import buckets, centre, centres, round_to_bucket
@@ -139,8 +139,7 @@ def _one_rank(
     pre = ~dec
     groups: tuple[DecodeGroup, ...] = ()
     q_on, p_on = q[dec], path[dec]
-    one = q_on.shape[0] and not np.count_nonzero(q_on != q_on[0])
-    if one and not np.count_nonzero(p_on != p_on[0]):  # one group
+    if q_on.size and all_equal(q_on) and all_equal(p_on):  # one group
         k_sum = np.array([float(k[dec].sum())])
         groups = (decode_group(int(p_on[0]), int(q_on[0]), q_on.size, int(buckets(k_sum)[0])),)
     elif q_on.size:  # decode groups by path and width, as `rank_shape` keeps them

@@ -16,7 +16,7 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.cost.batch import BatchShape, StepCost
+from sim.cost.batch import BatchShape, StepCost, all_equal
 from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.comm_ops import CommLoad, comm_loads, micro_batch_loads
 from sim.cost.dispatch import Segments, choose_paths, choose_paths_grouped
@@ -158,8 +158,8 @@ class ServingCostModel:
         n_r = np.bincount(rank, minlength=ranks)
         new = batch.new_tokens
         tokens_r: np.ndarray
-        # (count_nonzero: far cheaper than any(), all(), min() or max() on a step's arrays)
-        if not np.count_nonzero(new != new[0]):  # uniform verify width: no weighted count needed
+        # (count_nonzero: far cheaper than any() or all() on a step's small arrays)
+        if all_equal(new):  # uniform verify width: no weighted count needed
             tokens_r = n_r * float(new[0])  # float array
         else:
             tokens_r = np.bincount(rank, weights=new.astype(np.float64), minlength=ranks)
@@ -233,7 +233,7 @@ class ServingCostModel:
             q, k = batch.new_tokens[sel], batch.kv_tokens[sel]
             paths = self._paths(q, k, batch.is_decode[sel])
             rs = np.flatnonzero(busy_decode)
-            if not np.count_nonzero(q != q[0]) and not np.count_nonzero(paths != paths[0]):
+            if all_equal(q) and all_equal(paths):
                 # whole-token contexts: their float64 sums are exact, whatever the order
                 kv_sum = np.bincount(rank[sel], weights=k, minlength=ranks)[rs].astype(
                     np.float64, copy=False

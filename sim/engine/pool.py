@@ -226,8 +226,6 @@ class Pool:
         remaining = todo + out - gen
         if pins.shape[0]:
             r_arr = pins % self.num_ranks
-        elif self.num_ranks == 1:  # the one rank every router picks (a TP-only deployment)
-            r_arr = np.zeros(ids.shape[0], dtype=np.int64)
         else:
             if self.router.reads_work:
                 self.work_left()

@@ -190,6 +190,19 @@ class LeastRequests(Router):
         return _merge_argmin(score, self.QUEUED_WEIGHT, int(pages.shape[0]))
 
 
+class OnlyRank(Router):
+    """A pool of one rank (a TP-only deployment): every router picks it, so none is asked."""
+
+    name = "only_rank"
+    reads_work = False
+
+    def choose(self, load: RankLoad) -> int:
+        return 0
+
+    def choose_many(self, load: RankLoad, pages: IntArray, work: IntArray) -> IntArray:
+        return np.zeros(pages.shape[0], dtype=np.int64)
+
+
 ROUTERS: dict[str, Callable[[int], Router]] = {
     RoundRobin.name: RoundRobin,
     LeastTokens.name: LeastTokens,
@@ -199,7 +212,8 @@ ROUTERS: dict[str, Callable[[int], Router]] = {
 
 
 def make_router(name: str, num_ranks: int) -> Router:
-    """A fresh router (its state belongs to one run); ValueError lists the known names."""
+    """A fresh router (its state belongs to one run); ValueError lists the known names. Over
+    one rank every router picks that rank: `OnlyRank`, which reads no load."""
     if name not in ROUTERS:
         raise ValueError(f"unknown router {name!r}: known routers are {', '.join(sorted(ROUTERS))}")
-    return ROUTERS[name](num_ranks)
+    return OnlyRank() if num_ranks == 1 else ROUTERS[name](num_ranks)

@@ -24,6 +24,18 @@ def test_unknown_router_in_a_deployment_names_the_field() -> None:
         unit(ranks=2, router="fastest")
 
 
+@pytest.mark.parametrize("name", sorted(ROUTERS))
+def test_over_one_rank_every_router_sends_everything_there_without_reading_load(name: str) -> None:
+    router = make_router(name, 1)
+    assert not router.reads_work  # the pool need not sum the running requests' work for it
+    load = _load([5], [3], [2], [4], [1])
+    pages, work = np.array([1, 2, 3]), np.array([10, 20, 30])
+    assert router.choose_many(load, pages, work).tolist() == [0, 0, 0]
+    assert router.choose(load) == 0
+    with pytest.raises(ValueError, match="unknown router"):
+        make_router("random", 1)  # the name is still checked
+
+
 def test_registry_names() -> None:
     assert sorted(ROUTERS) == ["least_kv", "least_requests", "least_tokens", "round_robin"]
 
