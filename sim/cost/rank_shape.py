@@ -24,7 +24,8 @@ shaped as a `sim.cost.mixed_shape.MixedShape` instead and priced from memoised p
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -83,6 +84,100 @@ def decode_shapes(
     shapes = [RankShape(((path, width, int(n_r[i]), int(b[i])),)) for i in first.tolist()]
     assert len(shapes) == len(uniq)
     return shapes, inverse
+
+
+class _Priced(Protocol):
+    @property
+    def seconds(self) -> float: ...
+
+
+W = TypeVar("W", bound=_Priced)
+
+# a uniform decode rank's signature, one int64: path, width, requests, context-sum bucket
+_BUCKET_BITS, _COUNT_BITS, _WIDTH_BITS = 24, 24, 8
+_BUCKET_OFFSET = 1 << (_BUCKET_BITS - 1)  # buckets of sums below 1 are negative
+
+
+class DecodeTable(Generic[W]):
+    """The work of decode-only ranks whose requests share one width and path, looked up for a
+    whole step at once: each rank's `decode_shapes` shape as one int64 signature, found by a
+    binary search over the signatures met so far instead of building and hashing a tuple per
+    rank. A signature met for the first time is shaped and priced by `price` (the caller's
+    memo of whole shapes), so a rank's work is the same object `decode_shapes` and that memo
+    give. Entries are only added; past `max_entries` the table starts again empty (its values
+    are pure functions of their keys, so that only costs pricing them again)."""
+
+    def __init__(self, price: Callable[[RankShape], W], max_entries: int) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
+        self._price, self.max_entries = price, max_entries
+        self._clear()
+
+    def _clear(self) -> None:
+        self._keys = np.zeros(0, dtype=np.int64)  # sorted signatures
+        self._at = np.zeros(0, dtype=np.intp)  # each sorted signature's slot
+        self.shapes: list[RankShape] = []  # by slot
+        self.works: list[W] = []
+        self._seconds = np.zeros(64)  # by slot (grown by doubling)
+
+    def __len__(self) -> int:
+        return len(self.works)
+
+    def lookup(
+        self,
+        n_r: NDArray[np.int64],
+        kv_sum_r: NDArray[np.float64],
+        width: int,
+        path: int,
+        total: int,
+    ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+        """Each rank's slot in `shapes` / `works` and its work's seconds, from its request
+        count and context sum (all positive), as `decode_shapes` shapes them; `total`: the
+        ranks' requests together (their counts' bound)."""
+        if not (0 <= path < 128 and 0 < width < 1 << _WIDTH_BITS):
+            raise ValueError(f"decode path {path} or width {width} outside the signature")
+        if total >= 1 << _COUNT_BITS:  # so is every rank's count
+            raise ValueError(f"{total} decode requests: a rank's count is outside the signature")
+        # every finite float's bucket is within +-16 x 1,075 (2^-1074 to 2^1024): inside
+        b = buckets(kv_sum_r)
+        head = (path << _WIDTH_BITS | width) << (_COUNT_BITS + _BUCKET_BITS)
+        sig = (n_r.astype(np.int64) << _BUCKET_BITS) | (b + (_BUCKET_OFFSET + head))
+        pos = np.searchsorted(self._keys, sig)
+        hit = pos < self._keys.shape[0]
+        if np.count_nonzero(hit) == hit.shape[0]:
+            hit = self._keys[pos] == sig
+        else:
+            hit[hit] = self._keys[pos[hit]] == sig[hit]
+        if np.count_nonzero(hit) < hit.shape[0]:
+            miss = ~hit
+            if len(self.works) + int(np.count_nonzero(miss)) > self.max_entries:
+                self._clear()  # and every rank of this step is new again
+                miss[:] = True
+            self._add(sig[miss], n_r[miss], b[miss], width, path)
+            pos = np.searchsorted(self._keys, sig)
+        slots = self._at[pos]
+        return slots, self._seconds[slots]
+
+    def _add(
+        self, sig: NDArray[np.int64], n: NDArray[np.int64], b: NDArray[np.int64], width: int,
+        path: int,
+    ) -> None:  # fmt: skip
+        new, first = np.unique(sig, return_index=True)
+        slot0 = len(self.works)
+        for i in first.tolist():
+            shape = RankShape(((path, width, int(n[i]), int(b[i])),))
+            self.shapes.append(shape)
+            self.works.append(self._price(shape))
+        if len(self.works) > self._seconds.shape[0]:
+            grown = np.zeros(max(2 * self._seconds.shape[0], len(self.works)))
+            grown[: self._seconds.shape[0]] = self._seconds
+            self._seconds = grown
+        slots = np.arange(slot0, len(self.works), dtype=np.intp)
+        self._seconds[slots] = [w.seconds for w in self.works[slot0:]]
+        keys = np.concatenate([self._keys, new])
+        at = np.concatenate([self._at, slots])
+        order = np.argsort(keys, kind="stable")
+        self._keys, self._at = keys[order], at[order]
 
 
 def shape_segments(shape: RankShape) -> RankSegments:

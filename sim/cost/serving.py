@@ -9,6 +9,7 @@ behind the other's compute. Every op carries the source of its time.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import cast
@@ -29,7 +30,13 @@ from sim.cost.mixed_shape import MixedShape, mixed_shapes
 from sim.cost.overheads import engine_overheads, shared_expert_tp, stream_overlap_s
 from sim.cost.overlap import MicroBatch, comm_time, moe_layers_s, overlapped_s
 from sim.cost.pricing import Pricer
-from sim.cost.rank_shape import RankShape, decode_shapes, rank_shape, shape_segments
+from sim.cost.rank_shape import (
+    DecodeTable,
+    RankShape,
+    decode_shapes,
+    rank_shape,
+    shape_segments,
+)
 from sim.cost.rank_work import rank_ops, separable
 from sim.cost.rate import OpTime, total_seconds
 from sim.cost.roofline import OpEstimator, RooflineCost
@@ -123,6 +130,11 @@ class ServingCostModel:
             engine=d.engine,
         )
         self._rank_memo: BoundedCache[RankShape, RankWork] = BoundedCache(RANK_MEMO_ENTRIES)
+        # a decode-only step's uniform ranks, found by signature (priced through `_rank_memo`)
+        self._decode_table: DecodeTable[RankWork] = DecodeTable(
+            lambda shape: self._rank_memo.get(shape, partial(self._price_rank, shape)),
+            RANK_MEMO_ENTRIES,
+        )
         self._parts_memo: BoundedCache[RankShape, tuple[float, float]]
         self._parts_memo = BoundedCache(RANK_MEMO_ENTRIES)
         self._unit_memo: BoundedCache[tuple[object, ...], dict[str, OpTime]]
@@ -159,7 +171,8 @@ class ServingCostModel:
         new = batch.new_tokens
         tokens_r: np.ndarray
         # (count_nonzero: far cheaper than any() or all() on a step's small arrays)
-        if all_equal(new):  # uniform verify width: no weighted count needed
+        one_width = all_equal(new)
+        if one_width:  # uniform verify width: no weighted count needed
             tokens_r = n_r * float(new[0])  # float array
         else:
             tokens_r = np.bincount(rank, weights=new.astype(np.float64), minlength=ranks)
@@ -168,14 +181,21 @@ class ServingCostModel:
         if not decode_only:
             mixed[rank[~dec]] = True
         busy_decode = ~mixed & (n_r > 0)
-        shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r)
-        # ranks with chunks come first, priced by parts; decode ranks' shapes whole
-        n_mixed = int(np.count_nonzero(mixed)) if self._mixed is not None else 0
-        works: list[RankWork | MixedWork] = [self._rank_work(s) for s in shapes[:n_mixed]]
-        whole = cast(list[RankShape], shapes[n_mixed:])
-        works += self._rank_memo.get_many(whole, self._price_rank)
-        totals = np.asarray([w.seconds for w in works] + [0.0])
-        rank_s = totals[index]  # idle ranks index the trailing 0
+        uniform = self._uniform_decode(batch, n_r) if decode_only and one_width else None
+        shapes: Sequence[Shape]
+        works: Sequence[RankWork | MixedWork]
+        if uniform is not None:
+            shapes, works, index, rank_s = uniform
+        else:
+            shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r)
+            # ranks with chunks come first, priced by parts; decode ranks' shapes whole
+            n_mixed = int(np.count_nonzero(mixed)) if self._mixed is not None else 0
+            priced: list[RankWork | MixedWork] = [self._rank_work(s) for s in shapes[:n_mixed]]
+            whole = cast(list[RankShape], shapes[n_mixed:])
+            priced += self._rank_memo.get_many(whole, self._price_rank)
+            works = priced
+            totals = np.asarray([w.seconds for w in works] + [0.0])
+            rank_s = totals[index]  # idle ranks index the trailing 0
         crit = int(np.argmax(rank_s))
         crit_work = works[int(index[crit])]
         mtp = self.deployment.mtp_draft_tokens > 0
@@ -206,6 +226,31 @@ class ServingCostModel:
             hidden = stream_overlap_s(self.overheads, ops, graph)
             saved, duration = saved + hidden, duration - hidden
         return StepCost(duration_s=duration, rank_own_s=rank_s, ops=ops, overlap_saved_s=saved)
+
+    def _uniform_decode(
+        self, batch: BatchShape, n_r: np.ndarray
+    ) -> tuple[list[RankShape], list[RankWork], NDArray[np.intp], np.ndarray] | None:
+        """A decode-only step whose requests share one width (the caller has checked both)
+        and one MLA path (nearly every decode step): each busy rank's shape, as `_rank_shapes`
+        would give it, and its work, from the decode table; (shapes, works, each rank's index
+        into them, each rank's own seconds). None where the paths differ."""
+        q, k = batch.new_tokens, batch.kv_tokens
+        paths = self._paths(q, k, batch.is_decode)
+        if not all_equal(paths):
+            return None
+        ranks = batch.num_ranks
+        rs = np.flatnonzero(n_r)
+        # whole-token contexts: their float64 sums are exact, whatever the order
+        kv_sum = np.bincount(batch.rank, weights=k, minlength=ranks)[rs].astype(
+            np.float64, copy=False
+        )
+        table = self._decode_table
+        slots, seconds = table.lookup(n_r[rs], kv_sum, int(q[0]), int(paths[0]), batch.size)
+        index = np.zeros(ranks, dtype=np.intp)  # idle ranks: any index, their time is 0
+        index[rs] = slots
+        rank_s = np.zeros(ranks)
+        rank_s[rs] = seconds
+        return table.shapes, table.works, index, rank_s
 
     def _rank_shapes(
         self,
@@ -308,8 +353,8 @@ class ServingCostModel:
         rank_s: np.ndarray,
         tokens_r: np.ndarray,
         crit: int,
-        shapes: list[Shape],
-        works: list[RankWork | MixedWork],
+        shapes: Sequence[Shape],
+        works: Sequence[RankWork | MixedWork],
         index: NDArray[np.intp],
         unit_ops: dict[str, OpTime],
     ) -> float:
@@ -358,9 +403,12 @@ class ServingCostModel:
             attn[1] = max(attn[1], works[int(index[r])].moe_s)
         micro = []
         loads = micro_batch_loads(load, batch, tokens_r, crit, whole)
-        for a, part in zip(attn, loads, strict=True):
-            part = part.rounded()
-            ops = self._micro_ops(part)
+        if loads[0] is loads[1]:  # even halves: one load, rounded and priced once
+            half = loads[0].rounded()
+            priced = [(half, self._micro_ops(half))] * 2
+        else:
+            priced = [(x, self._micro_ops(x)) for x in (y.rounded() for y in loads)]
+        for a, (part, ops) in zip(attn, priced, strict=True):
             micro.append(
                 MicroBatch(
                     rank_s=a,
