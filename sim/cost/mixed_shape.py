@@ -27,6 +27,7 @@ from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
 from sim.cost.layer_ops import RankSegments
 from sim.cost.memo import buckets, centre, centres, round_to_bucket
 from sim.cost.micro_batches import split_in_two
+from sim.cost.rank_shape import RankShape
 
 # a chunk's length and prefix: 2^(1/64) buckets (within 0.54%), as its attention grows with the
 # square of its tokens and a prompt of one length rounds the same way every step
@@ -56,6 +57,9 @@ class MixedShape(NamedTuple):
         ones completing their prompt: what the MTP extend's token-level work depends on."""
         tokens = round_to_bucket(sum(c[1] for c in self.chunks))
         return tokens, self.expanded, float(sum(1 for c in self.chunks if c[3]))
+
+
+Shape = RankShape | MixedShape  # a rank's step work: decode-only, or with prompt chunks
 
 
 def decode_group(path: int, width: int, requests: int, context_bucket: int) -> DecodeGroup:

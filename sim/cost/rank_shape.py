@@ -30,6 +30,7 @@ from typing import Generic, NamedTuple, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from sim.cost.batch import BatchShape
 from sim.cost.layer_ops import RankSegments
 from sim.cost.memo import buckets, centre
 
@@ -122,6 +123,25 @@ class DecodeTable(Generic[W]):
 
     def __len__(self) -> int:
         return len(self.works)
+
+    def ranks(
+        self, batch: BatchShape, n_r: NDArray[np.int64], width: int, path: int
+    ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+        """Every rank's slot and own seconds (idle ranks: slot 0, 0 s) in a decode-only
+        `batch` whose requests all have `width` new tokens and MLA `path`; `n_r`: its
+        requests per rank."""
+        ranks = batch.num_ranks
+        busy = np.flatnonzero(n_r)
+        # whole-token contexts: their float64 sums are exact, whatever the order
+        kv_sum = np.bincount(batch.rank, weights=batch.kv_tokens, minlength=ranks)[busy].astype(
+            np.float64, copy=False
+        )
+        slots, seconds = self.lookup(n_r[busy], kv_sum, width, path, batch.size)
+        index = np.zeros(ranks, dtype=np.intp)
+        index[busy] = slots
+        rank_s = np.zeros(ranks)
+        rank_s[busy] = seconds
+        return index, rank_s
 
     def lookup(
         self,

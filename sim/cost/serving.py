@@ -19,16 +19,15 @@ from numpy.typing import NDArray
 
 from sim.cost.batch import BatchShape, StepCost, all_equal
 from sim.cost.calibrated import CalibratedCost, check_model
-from sim.cost.comm_ops import CommLoad, comm_loads, micro_batch_loads
+from sim.cost.comm_ops import CommLoad, comm_loads
 from sim.cost.dispatch import Segments, choose_paths, choose_paths_grouped
 from sim.cost.layer_ops import RankContext, RankSegments, indexer_times_topk
 from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
-from sim.cost.micro_batches import split_in_two
 from sim.cost.mixed_rank import MixedRanks, MixedWork
-from sim.cost.mixed_shape import MixedShape, mixed_shapes
+from sim.cost.mixed_shape import MixedShape, Shape, mixed_shapes
 from sim.cost.overheads import engine_overheads, shared_expert_tp, stream_overlap_s
-from sim.cost.overlap import MicroBatch, comm_time, moe_layers_s, overlapped_s
+from sim.cost.overlap import comm_time, moe_layers_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_shape import (
     DecodeTable,
@@ -40,6 +39,7 @@ from sim.cost.rank_shape import (
 from sim.cost.rank_work import rank_ops, separable
 from sim.cost.rate import OpTime, total_seconds
 from sim.cost.roofline import OpEstimator, RooflineCost
+from sim.cost.tbo_saving import TboSaving
 from sim.cost.unit_work import micro_batch_ops, unit_head_ops, unit_ops
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
@@ -60,9 +60,6 @@ class RankWork:
     seconds: float
     ops: dict[str, OpTime]
     moe_s: float
-
-
-Shape = RankShape | MixedShape  # a decode-only rank's, or a rank's with prompt chunks
 
 
 class ServingCostModel:
@@ -135,15 +132,13 @@ class ServingCostModel:
             lambda shape: self._rank_memo.get(shape, partial(self._price_rank, shape)),
             RANK_MEMO_ENTRIES,
         )
-        self._parts_memo: BoundedCache[RankShape, tuple[float, float]]
-        self._parts_memo = BoundedCache(RANK_MEMO_ENTRIES)
         self._unit_memo: BoundedCache[tuple[object, ...], dict[str, OpTime]]
         self._unit_memo = BoundedCache(UNIT_MEMO_ENTRIES)
-        # two-batch overlap's schedule of a step's stages (a pure function of them)
-        self._schedule_memo: BoundedCache[tuple[object, ...], float]
-        self._schedule_memo = BoundedCache(UNIT_MEMO_ENTRIES)
         # ranks with prompt chunks: priced from memoised parts where the work splits into them
         self._mixed = MixedRanks(self.pricer, self.ctx, d, gpu) if separable(self.ctx) else None
+        self._tbo = TboSaving(
+            model, d, self._mixed, self._rank_ops, self._micro_ops, RANK_MEMO_ENTRIES
+        )
 
     # -- memory facts the engine and results need ---------------------------------------------
     @property
@@ -218,7 +213,7 @@ class ServingCostModel:
         modes_agree = decode_only or not np.count_nonzero(busy_decode)
         if self.deployment.two_batch_overlap and modes_agree and comm_time(unit_ops) > 0:
             args = (batch, n_r, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops)
-            saved = self._overlap_saving(*args)
+            saved = self._tbo.saved_s(*args)
             duration -= saved
         elif not self.deployment.two_batch_overlap and self.overheads is not None:
             # a graph-replayed decode runs the shared experts on a second stream
@@ -230,27 +225,15 @@ class ServingCostModel:
     def _uniform_decode(
         self, batch: BatchShape, n_r: np.ndarray
     ) -> tuple[list[RankShape], list[RankWork], NDArray[np.intp], np.ndarray] | None:
-        """A decode-only step whose requests share one width (the caller has checked both)
-        and one MLA path (nearly every decode step): each busy rank's shape, as `_rank_shapes`
-        would give it, and its work, from the decode table; (shapes, works, each rank's index
-        into them, each rank's own seconds). None where the paths differ."""
-        q, k = batch.new_tokens, batch.kv_tokens
-        paths = self._paths(q, k, batch.is_decode)
+        """A decode-only step of one width (the caller has checked both) and one MLA path
+        (nearly every decode step): (shapes, works, each rank's index into them, each rank's
+        own seconds) from the decode table, as `_rank_shapes` and the memo would give them.
+        None where the paths differ."""
+        paths = self._paths(batch.new_tokens, batch.kv_tokens, batch.is_decode)
         if not all_equal(paths):
             return None
-        ranks = batch.num_ranks
-        rs = np.flatnonzero(n_r)
-        # whole-token contexts: their float64 sums are exact, whatever the order
-        kv_sum = np.bincount(batch.rank, weights=k, minlength=ranks)[rs].astype(
-            np.float64, copy=False
-        )
-        table = self._decode_table
-        slots, seconds = table.lookup(n_r[rs], kv_sum, int(q[0]), int(paths[0]), batch.size)
-        index = np.zeros(ranks, dtype=np.intp)  # idle ranks: any index, their time is 0
-        index[rs] = slots
-        rank_s = np.zeros(ranks)
-        rank_s[rs] = seconds
-        return table.shapes, table.works, index, rank_s
+        t = self._decode_table
+        return (t.shapes, t.works, *t.ranks(batch, n_r, int(batch.new_tokens[0]), int(paths[0])))
 
     def _rank_shapes(
         self,
@@ -344,103 +327,3 @@ class ServingCostModel:
         args = (self.pricer, self.model, self.deployment, self.gpu)
         key = ("micro", load, None, None)
         return self._unit_memo.get(key, lambda: micro_batch_ops(*args, load))
-
-    def _overlap_saving(
-        self,
-        batch: BatchShape,
-        n_r: np.ndarray,
-        load: CommLoad,
-        rank_s: np.ndarray,
-        tokens_r: np.ndarray,
-        crit: int,
-        shapes: Sequence[Shape],
-        works: Sequence[RankWork | MixedWork],
-        index: NDArray[np.intp],
-        unit_ops: dict[str, OpTime],
-    ) -> float:
-        """Time two micro-batches save (negative when splitting costs more than it hides).
-
-        Only the MoE layers are split (`moe_layer_share`): the critical rank's dense layers,
-        head and MTP passes run once, whole. In the MoE layers each rank splits its work in two
-        (`sim.cost.micro_batches.split_in_two`), except a rank that cannot (one decode request,
-        or a one-token chunk): SGLang splits it into an empty micro-batch and a whole one, so all
-        its work and tokens go to the second. A micro-batch's rank work is the largest part of a
-        splitting rank, or a whole rank's work if that is longer. The routed experts and the
-        communication are re-priced for each micro-batch's tokens (the expert weights are read
-        twice; each exchange is again set by its busiest sender or receiver) and the stages
-        scheduled by `sim.cost.overlap.overlapped_s`. No rank splitting: nothing hidden or added.
-        """
-        whole = np.zeros(batch.num_ranks, dtype=bool)
-        if (n_r == 1).any():
-            unsplit = (n_r[batch.rank] == 1) & (batch.is_decode | (batch.new_tokens < 2))
-            whole[batch.rank[unsplit]] = True
-        split = (n_r > 0) & ~whole
-        if not split.any():
-            return 0.0
-        # a micro-batch lasts as long as its slowest rank's part. Decode ranks' parts follow
-        # their whole work (the slowest one's are the largest); a prefill rank's need not
-        # (each part of a chunk reads its whole prefix), so each is priced
-        if load.decode_only:  # the slowest splitting rank's parts are the largest
-            candidates = [int(np.argmax(np.where(split, rank_s, -1.0)))]
-        else:
-            has_prefill = np.zeros(batch.num_ranks, dtype=bool)
-            has_prefill[batch.rank[~batch.is_decode]] = True
-            candidates = np.flatnonzero(split & has_prefill).tolist()
-            if (split & ~has_prefill).any():
-                candidates.append(int(np.argmax(np.where(split & ~has_prefill, rank_s, -1.0))))
-        # a part is less work than its whole rank, so costs no more (pricing is monotone in
-        # work): ranks whose whole MoE-layer work cannot raise either half's maximum are skipped
-        m = self.model
-        bound = {int(index[r]): works[int(index[r])].moe_s for r in candidates}
-        attn = [0.0, 0.0]
-        for i in sorted(bound, key=lambda i: (-bound[i], i)):
-            if bound[i] <= min(attn):
-                break
-            first, second = self._parts_s(shapes[i])
-            attn = [max(attn[0], first), max(attn[1], second)]
-        if whole.any():  # the slowest whole rank's MoE layers, all in the second
-            r = int(np.argmax(np.where(whole, rank_s, -1.0)))
-            attn[1] = max(attn[1], works[int(index[r])].moe_s)
-        micro = []
-        loads = micro_batch_loads(load, batch, tokens_r, crit, whole)
-        if loads[0] is loads[1]:  # even halves: one load, rounded and priced once
-            half = loads[0].rounded()
-            priced = [(half, self._micro_ops(half))] * 2
-        else:
-            priced = [(x, self._micro_ops(x)) for x in (y.rounded() for y in loads)]
-        for a, (part, ops) in zip(attn, priced, strict=True):
-            micro.append(
-                MicroBatch(
-                    rank_s=a,
-                    routed_s=ops["moe_routed"].seconds,
-                    dispatch_s=ops["ep_dispatch"].seconds,
-                    combine_s=ops["ep_combine"].seconds,
-                    sender_tokens_per_gpu=part.sender_tokens / self.deployment.attn_tp,
-                )
-            )
-        once = float(rank_s[crit]) - works[int(index[crit])].moe_s  # dense, head, MTP
-        key = (micro[0], micro[1], once, load.decode_only)
-        with_overlap = self._schedule_memo.get(
-            key,
-            lambda: overlapped_s(
-                micro[0], micro[1], once_s=once, layers=m.moe_layers, decode_only=load.decode_only
-            ),
-        )
-        serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
-        return float(rank_s[crit]) + serial + comm_time(unit_ops) - with_overlap
-
-    def _parts_s(self, shape: Shape) -> tuple[float, float]:
-        """A rank's own work in the MoE layers of each of its two micro-batches, each priced
-        on its own, per step, memoised by the rank's shape. At decode batch sizes a
-        micro-batch's projection GEMMs read the same weights for half the tokens, so it costs
-        more than half; at prefill sizes (compute-bound) about half, plus its launches."""
-        if isinstance(shape, MixedShape):
-            assert self._mixed is not None
-            return self._mixed.halves_moe_s(shape)
-
-        def price() -> tuple[float, float]:
-            first, second = split_in_two(shape_segments(shape))
-            m = self.model
-            return moe_layers_s(m, self._rank_ops(first)), moe_layers_s(m, self._rank_ops(second))
-
-        return self._parts_memo.get(shape, price)

@@ -114,7 +114,7 @@ def test_each_micro_batch_reads_the_attention_weights_again() -> None:
         return moe_layers_s(V3, cm._rank_work(shape(batch)).ops)
 
     full = rank_s(decode_batch(16, 256, 2000))
-    half = sum(cm._parts_s(shape(decode_batch(16, 256, 2000)))) / 2
+    half = sum(cm._tbo.parts_s(shape(decode_batch(16, 256, 2000)))) / 2
     assert 0.55 * full < half < 0.9 * full
     assert half == pytest.approx(rank_s(decode_batch(16, 128, 2000)), rel=1e-3)
     prefill = BatchShape(
@@ -125,7 +125,7 @@ def test_each_micro_batch_reads_the_attention_weights_again() -> None:
         is_decode=np.zeros(16, dtype=bool),
     )
     whole = rank_s(prefill)
-    assert 0.5 * whole < sum(cm._parts_s(shape(prefill))) / 2 < 0.6 * whole
+    assert 0.5 * whole < sum(cm._tbo.parts_s(shape(prefill))) / 2 < 0.6 * whole
 
 
 def test_eplb_lowers_the_busiest_expert_gpu() -> None:
