@@ -28,11 +28,9 @@ from sim.cost.mixed_rank import MixedRanks
 from sim.cost.mixed_shape import MixedShape, Shape
 from sim.cost.overlap import MicroBatch, comm_time, moe_layers_s, overlapped_s
 from sim.cost.rank_shape import RankShape, shape_segments
-from sim.cost.rate import OpTime
+from sim.cost.rank_work import Ops
 from sim.specs.deployment import Deployment
 from sim.specs.model import ModelSpec
-
-Ops = dict[str, OpTime]
 
 
 class RankMoe(Protocol):
