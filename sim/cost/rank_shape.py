@@ -73,20 +73,6 @@ def rank_shape(
     return RankShape(tuple(groups), tuple(chunks))
 
 
-def decode_shapes(
-    n_r: NDArray[np.int64], kv_sum_r: NDArray[np.float64], width: int, path: int
-) -> tuple[list[RankShape], NDArray[np.intp]]:
-    """Shapes of decode-only ranks whose requests share one width and path, from their request
-    counts and context sums (all positive): the distinct shapes and each rank's index into
-    them (vectorised: one shape per distinct count and bucket)."""
-    b = buckets(kv_sum_r)
-    sig = n_r.astype(np.int64) << 32 | (b + (1 << 20))
-    uniq, first, inverse = np.unique(sig, return_index=True, return_inverse=True)
-    shapes = [RankShape(((path, width, int(n_r[i]), int(b[i])),)) for i in first.tolist()]
-    assert len(shapes) == len(uniq)
-    return shapes, inverse
-
-
 class _Priced(Protocol):
     @property
     def seconds(self) -> float: ...
@@ -101,12 +87,13 @@ _BUCKET_OFFSET = 1 << (_BUCKET_BITS - 1)  # buckets of sums below 1 are negative
 
 class DecodeTable(Generic[W]):
     """The work of decode-only ranks whose requests share one width and path, looked up for a
-    whole step at once: each rank's `decode_shapes` shape as one int64 signature, found by a
-    binary search over the signatures met so far instead of building and hashing a tuple per
-    rank. A signature met for the first time is shaped and priced by `price` (the caller's
-    memo of whole shapes), so a rank's work is the same object `decode_shapes` and that memo
-    give. Entries are only added; past `max_entries` the table starts again empty (its values
-    are pure functions of their keys, so that only costs pricing them again)."""
+    whole step at once: each rank's shape (one decode group: path, width, count and
+    context-sum bucket, as `rank_shape` keeps it) as one int64 signature, found by a binary
+    search over the signatures met so far instead of building and hashing a tuple per rank. A
+    signature met for the first time is shaped and priced by `price` (the caller's memo of
+    whole shapes), so a rank's work is the same object that memo gives. Entries are only
+    added; past `max_entries` the table starts again empty (its values are pure functions of
+    their keys, so that only costs pricing them again)."""
 
     def __init__(self, price: Callable[[RankShape], W], max_entries: int) -> None:
         if max_entries < 1:
@@ -119,7 +106,7 @@ class DecodeTable(Generic[W]):
         self._at = np.zeros(0, dtype=np.intp)  # each sorted signature's slot
         self.shapes: list[RankShape] = []  # by slot
         self.works: list[W] = []
-        self._seconds = np.zeros(64)  # by slot (grown by doubling)
+        self._seconds = np.zeros(0)  # by slot
 
     def __len__(self) -> int:
         return len(self.works)
@@ -152,8 +139,8 @@ class DecodeTable(Generic[W]):
         total: int,
     ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
         """Each rank's slot in `shapes` / `works` and its work's seconds, from its request
-        count and context sum (all positive), as `decode_shapes` shapes them; `total`: the
-        ranks' requests together (their counts' bound)."""
+        count and context sum (all positive); `total`: the ranks' requests together (their
+        counts' bound)."""
         if not (0 <= path < 128 and 0 < width < 1 << _WIDTH_BITS):
             raise ValueError(f"decode path {path} or width {width} outside the signature")
         if total >= 1 << _COUNT_BITS:  # so is every rank's count
@@ -163,11 +150,10 @@ class DecodeTable(Generic[W]):
         head = (path << _WIDTH_BITS | width) << (_COUNT_BITS + _BUCKET_BITS)
         sig = (n_r.astype(np.int64) << _BUCKET_BITS) | (b + (_BUCKET_OFFSET + head))
         pos = np.searchsorted(self._keys, sig)
-        hit = pos < self._keys.shape[0]
-        if np.count_nonzero(hit) == hit.shape[0]:
-            hit = self._keys[pos] == sig
-        else:
-            hit[hit] = self._keys[pos[hit]] == sig[hit]
+        known = self._keys.shape[0]
+        hit: NDArray[np.bool_] = np.zeros(sig.shape[0], dtype=bool)
+        if known:
+            hit = np.equal(self._keys[np.minimum(pos, known - 1)], sig)
         if np.count_nonzero(hit) < hit.shape[0]:
             miss = ~hit
             if len(self.works) + int(np.count_nonzero(miss)) > self.max_entries:
@@ -188,12 +174,9 @@ class DecodeTable(Generic[W]):
             shape = RankShape(((path, width, int(n[i]), int(b[i])),))
             self.shapes.append(shape)
             self.works.append(self._price(shape))
-        if len(self.works) > self._seconds.shape[0]:
-            grown = np.zeros(max(2 * self._seconds.shape[0], len(self.works)))
-            grown[: self._seconds.shape[0]] = self._seconds
-            self._seconds = grown
+        added = np.array([w.seconds for w in self.works[slot0:]])
+        self._seconds = np.concatenate([self._seconds, added])
         slots = np.arange(slot0, len(self.works), dtype=np.intp)
-        self._seconds[slots] = [w.seconds for w in self.works[slot0:]]
         keys = np.concatenate([self._keys, new])
         at = np.concatenate([self._at, slots])
         order = np.argsort(keys, kind="stable")

@@ -32,7 +32,6 @@ from sim.cost.pricing import Pricer
 from sim.cost.rank_shape import (
     DecodeTable,
     RankShape,
-    decode_shapes,
     rank_shape,
     shape_segments,
 )
@@ -266,9 +265,11 @@ class ServingCostModel:
                 kv_sum = np.bincount(rank[sel], weights=k, minlength=ranks)[rs].astype(
                     np.float64, copy=False
                 )
-                more, at = decode_shapes(n_r[rs], kv_sum, int(q[0]), int(paths[0]))
+                table = self._decode_table
+                slots, _ = table.lookup(n_r[rs], kv_sum, int(q[0]), int(paths[0]), batch.size)
+                kinds, at = np.unique(slots, return_inverse=True)
                 index[rs] = at + len(shapes)
-                shapes += more
+                shapes += [table.shapes[i] for i in kinds.tolist()]
             else:
                 alone += rs.tolist()
         for r in alone:  # ranks with prefill chunks (and mixed decode widths): one at a time

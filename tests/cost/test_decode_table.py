@@ -1,8 +1,11 @@
-"""`DecodeTable`: a decode-only step's uniform ranks found by signature, as `decode_shapes`
-and the whole-shape memo would give them; and a decode step priced through it against the
-general path (`_rank_shapes`, every rank shaped and looked up one by one)."""
+"""`DecodeTable`: a decode-only step's uniform ranks found by signature, each the shape a
+plain per-rank loop builds and the work the caller's memo gives it; and a decode step priced
+through it against the general path (`_rank_shapes`, every rank shaped and looked up one by
+one)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -10,7 +13,7 @@ import pytest
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.batch import BatchShape
-from sim.cost.rank_shape import DecodeTable, RankShape, decode_shapes
+from sim.cost.rank_shape import DecodeTable, RankShape, rank_shape
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 
@@ -20,6 +23,15 @@ class Priced:
         self.seconds = seconds
 
 
+def shapes_of(n: np.ndarray, kv: np.ndarray, width: int, path: int) -> list[RankShape]:
+    """Each rank's shape, one at a time: its one decode group (path, width, requests and
+    the 2^(1/16) bucket of its context sum)."""
+    return [
+        RankShape(((path, width, int(c), round(math.log2(x) * 16)),))
+        for c, x in zip(n.tolist(), kv.tolist(), strict=True)
+    ]
+
+
 def price(shape: RankShape) -> Priced:
     """A stand-in price that differs for every shape: requests plus a thousandth of the
     context-sum bucket."""
@@ -27,7 +39,7 @@ def price(shape: RankShape) -> Priced:
     return Priced(n + b / 1000)
 
 
-def test_lookup_gives_decode_shapes_and_prices_each_shape_once() -> None:
+def test_lookup_gives_each_ranks_shape_and_prices_each_shape_once() -> None:
     rng = np.random.default_rng(3)
     calls: list[RankShape] = []
     table = DecodeTable(lambda s: calls.append(s) or price(s), max_entries=1000)
@@ -35,9 +47,9 @@ def test_lookup_gives_decode_shapes_and_prices_each_shape_once() -> None:
         n = rng.integers(1, 40, 64)
         kv = (n * rng.integers(100, 3000, 64)).astype(np.float64)
         slots, seconds = table.lookup(n, kv, 2, 0, int(n.sum()))
-        shapes, at = decode_shapes(n, kv, 2, 0)
-        assert [table.shapes[s] for s in slots.tolist()] == [shapes[i] for i in at.tolist()]
-        assert seconds.tolist() == [price(shapes[i]).seconds for i in at.tolist()]
+        want = shapes_of(n, kv, 2, 0)
+        assert [table.shapes[s] for s in slots.tolist()] == want
+        assert seconds.tolist() == [price(w).seconds for w in want]
         assert [table.works[s].seconds for s in slots.tolist()] == seconds.tolist()
     assert len(calls) == len(set(calls)) == len(table)  # one pricing per distinct shape
 
@@ -51,9 +63,9 @@ def test_table_starts_again_when_full_and_still_answers_every_rank() -> None:
     more = np.arange(1, 8, dtype=np.int64)  # 3 new shapes: past 5, so it starts again
     slots, seconds = table.lookup(more, more * 1000.0, 1, 0, int(more.sum()))
     assert len(table) == 7  # this step's shapes, all of them
-    shapes, at = decode_shapes(more, more * 1000.0, 1, 0)
-    assert [table.shapes[s] for s in slots.tolist()] == [shapes[i] for i in at.tolist()]
-    assert seconds.tolist() == [price(shapes[i]).seconds for i in at.tolist()]
+    want = shapes_of(more, more * 1000.0, 1, 0)
+    assert [table.shapes[s] for s in slots.tolist()] == want
+    assert seconds.tolist() == [price(w).seconds for w in want]
 
 
 def test_widths_and_paths_are_told_apart_and_checked() -> None:
@@ -74,11 +86,13 @@ def test_widths_and_paths_are_told_apart_and_checked() -> None:
 
 def test_decode_steps_cost_the_same_through_the_table_as_shape_by_shape() -> None:
     """The same decode-only steps priced by the model (which finds uniform ranks in its
-    decode table) and by its general path, forced: identical durations, ranks and ops."""
+    decode table) and by its general path, forced: identical durations, ranks and ops; and
+    each rank's own time that of its `rank_shape`, shaped and priced on its own by a third,
+    fresh model."""
     d = Deployment(name="ep16", nodes=2, gpus_per_node=8, attn_tp=1, moe_ep=16,
                    mtp_draft_tokens=1, mtp_acceptance=(0.7,), two_batch_overlap=True)  # fmt: skip
     args = (load_model("deepseek-v3"), load_gpu("h800"), d, load_profile("h800-published"))
-    fast, general = ServingCostModel(*args), ServingCostModel(*args)
+    fast, general, alone = (ServingCostModel(*args) for _ in range(3))
     general._uniform_decode = lambda batch, n_r: None  # type: ignore[method-assign]
     rng = np.random.default_rng(11)
     for _ in range(30):
@@ -95,4 +109,9 @@ def test_decode_steps_cost_the_same_through_the_table_as_shape_by_shape() -> Non
         assert x.duration_s == y.duration_s and x.overlap_saved_s == y.overlap_saved_s
         assert np.array_equal(x.rank_own_s, y.rank_own_s)
         assert x.ops == y.ops
+        for r in np.flatnonzero(counts).tolist():
+            sel = rank == r
+            q, k, dec = b.new_tokens[sel], b.kv_tokens[sel], b.is_decode[sel]
+            own = alone._price_rank(rank_shape(q, k, dec, alone._paths(q, k, dec), None))
+            assert x.rank_own_s[r] == own.seconds
     assert len(fast._decode_table) > 0  # the table did answer
