@@ -145,8 +145,24 @@ def _sglang_grouped(seg: Segments, sparse: bool, groups: NDArray[np.int64]) -> N
 
 @register("sglang")
 def _sglang(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[np.int8]:
-    """SGLang decides once for the whole extend batch (`_sglang_grouped` of one batch)."""
-    return _sglang_grouped(seg, sparse, np.zeros(seg.new_tokens.shape, dtype=np.int64))
+    """SGLang decides once for the whole extend batch: `_sglang_grouped` of one batch, from
+    the batch's own sums (and maximum) directly."""
+    out = np.full(seg.new_tokens.shape, SPARSE_ABSORB if sparse else ABSORB, dtype=np.int8)
+    ext = ~seg.is_decode
+    if not np.count_nonzero(ext):
+        return out
+    kv = seg.kv_tokens[ext]
+    kv_sum = int(kv.sum())
+    if sparse:
+        use_mha = int(kv.max()) <= SGLANG_DSA_DENSE_KV_THRESHOLD
+        out[ext] = EXPAND if use_mha and kv_sum <= SGLANG_MAX_KV_CHUNK_CAPACITY else SPARSE_ABSORB
+        return out
+    prefix_sum = kv_sum - int(seg.new_tokens[ext].sum())
+    if prefix_sum == 0 or prefix_sum >= SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD:
+        out[ext] = EXPAND if kv_sum <= SGLANG_MAX_KV_CHUNK_CAPACITY else EXPAND_CHUNKED
+    else:
+        out[ext] = ABSORB
+    return out
 
 
 @register("vllm")
