@@ -42,9 +42,16 @@ Memo = Callable[[tuple[object, ...], Callable[[], OpTime]], OpTime]
 
 
 def rank_ops(
-    pr: Pricer, c: RankContext, d: Deployment, gpu: GpuSpec, s: RankSegments
+    pr: Pricer,
+    c: RankContext,
+    d: Deployment,
+    gpu: GpuSpec,
+    s: RankSegments,
+    memo: Memo | None = None,
 ) -> dict[str, OpTime]:
-    """All of one rank's own work in a step (every layer), by op."""
+    """All of one rank's own work in a step (every layer), by op. With a `memo`, its
+    memory-bound kernels' time (the rank's and each MTP pass's) is kept by the few numbers
+    that set it (`_rank_elementwise`, `_draft_elementwise`): ranks of the same tokens share it."""
     m = c.model
     layer = mla_layer(pr, c, s) if m.attention == "mla" else gqa_layer(pr, c, s)
     ops = {name: scale(t, m.attention_layers) for name, t in layer.items()}
@@ -58,7 +65,7 @@ def rank_ops(
         ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
     own_head = d.lm_head == "rank"  # else unit-wide (`unit_head_ops`)
     ops.update(head_ops(pr, c, d, float(s.q[s.is_decode].sum() + s.sampling_prefills)))
-    ops["elementwise"] = rank_elementwise(pr, c, s, d.engine)
+    ops["elementwise"] = _rank_elementwise(pr, c, s, d.engine, memo)
     if c.tp > 1:
         allreduce = tp_allreduce(pr, m, d, gpu, s.tokens)
         ops["tp_allreduce"] = scale(allreduce, m.num_layers)
@@ -69,7 +76,7 @@ def rank_ops(
         rows = float(n) if own_head else 0.0  # one logits row per request and pass
         ops["mtp_draft"] = combine(
             *(
-                scale(mtp_module(pr, c, draft_segments(s, q), rows), times)
+                scale(mtp_module(pr, c, draft_segments(s, q), rows, memo), times)
                 for q, times in draft_passes(drafts)
             )
         )
@@ -77,7 +84,7 @@ def rank_ops(
         pre = ~dec
         chunks = RankSegments(q=s.q[pre], k=s.k[pre], is_decode=dec[pre], path=s.path[pre])
         rows = float(s.sampling_prefills) if own_head else 0.0
-        ops["mtp_prefill"] = mtp_module(pr, c, chunks, rows)
+        ops["mtp_prefill"] = mtp_module(pr, c, chunks, rows, memo)
     return ops
 
 
@@ -327,6 +334,19 @@ def mtp_module(
         gemm(pr, c, s.tokens, 2 * m.hidden_size, m.hidden_size, "bf16"),
         head(pr, c, logits),
     )
+
+
+def _rank_elementwise(
+    pr: Pricer, c: RankContext, s: RankSegments, engine: str | None, memo: Memo | None
+) -> OpTime:
+    """`rank_elementwise` of `s`, through `memo` by the three things its kernels read of `s`
+    (`elementwise.rank_kernels`): its tokens, the cached tokens its expand-path segments
+    up-project and whether it runs decodes only."""
+    if memo is None:
+        return rank_elementwise(pr, c, s, engine)
+    expand = (s.path == EXPAND) | (s.path == EXPAND_CHUNKED)
+    key = ("rank elementwise", s.tokens, float(np.sum(s.k[expand])), bool(s.is_decode.all()))
+    return memo(key, lambda: rank_elementwise(pr, c, s, engine))
 
 
 def _draft_elementwise(pr: Pricer, c: RankContext, s: RankSegments, memo: Memo | None) -> OpTime:

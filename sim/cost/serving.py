@@ -126,6 +126,8 @@ class ServingCostModel:
             engine=d.engine,
         )
         self._rank_memo: BoundedCache[RankShape, RankWork] = BoundedCache(RANK_MEMO_ENTRIES)
+        # pieces of a rank's ops kept by what sets them (`rank_work.Memo`): its kernels' time
+        self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(RANK_MEMO_ENTRIES)
         # a decode-only step's uniform ranks, found by signature (priced through `_rank_memo`)
         self._decode_table: DecodeTable[RankWork] = DecodeTable(
             lambda shape: self._rank_memo.get(shape, partial(self._price_rank, shape)),
@@ -312,7 +314,7 @@ class ServingCostModel:
         return RankWork(seconds=total_seconds(ops), ops=ops, moe_s=moe_layers_s(self.model, ops))
 
     def _rank_ops(self, s: RankSegments) -> dict[str, OpTime]:
-        return rank_ops(self.pricer, self.ctx, self.deployment, self.gpu, s)
+        return rank_ops(self.pricer, self.ctx, self.deployment, self.gpu, s, self._pieces.get)
 
     def _unit_ops(
         self, load: CommLoad, draft: CommLoad | None, extend: CommLoad | None
