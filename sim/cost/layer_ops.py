@@ -7,6 +7,7 @@ request's own context. Routed experts and communication are unit-level (see `ser
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,6 +105,16 @@ def weight_excess_bytes(weight_dtype: str) -> float:
     return WEIGHT_BYTES[weight_dtype] - (1.0 if compute == "fp8" else ACT)
 
 
+# a memo of priced pieces: the time stored for a key, or the computed one stored (the caller's
+# keys are complete for one pricer and context: `sim.cost.mixed_rank`, `sim.cost.serving`)
+Memo = Callable[[tuple[object, ...], Callable[[], OpTime]], OpTime]
+
+
+def kept(memo: Memo | None, key: tuple[object, ...], price: Callable[[], OpTime]) -> OpTime:
+    """`price()`, through `memo` by `key` where there is one."""
+    return price() if memo is None else memo(key, price)
+
+
 def gemm(
     pr: Pricer, c: RankContext, m: float, k: int, n: int, weight_dtype: str | None = None
 ) -> OpTime:
@@ -127,10 +138,15 @@ def absorb_bmm(pr: Pricer, c: RankContext, tokens: float) -> OpTime:
 
 
 def mla_layer(
-    pr: Pricer, c: RankContext, s: RankSegments, projections: bool = True
+    pr: Pricer,
+    c: RankContext,
+    s: RankSegments,
+    projections: bool = True,
+    memo: Memo | None = None,
 ) -> dict[str, OpTime]:
     """One MLA layer on one GPU of the rank: projections (`attn_proj`, unless not
-    `projections`), absorbed and expanded attention."""
+    `projections`), absorbed and expanded attention. With a `memo`, the projections and the
+    absorbed bmm are kept by the tokens that set them."""
     mm = c.model.mla_spec
     d, h = c.model.hidden_size, c.heads
     ops: dict[str, OpTime] = {}
@@ -141,19 +157,24 @@ def mla_layer(
         # with a q LoRA, SGLang runs q_a and kv_a as one GEMM over the same input
         # (`fused_qkv_a_proj_with_mqa`, d -> q_lora_rank + d_c + d_s: 7168 -> 2112 for
         # DeepSeek-V3), one weight read and one launch; without one, q is projected from d
-        proj = [
-            gemm(pr, c, t, q_in, h * qk),
-            gemm(pr, c, t, d, (mm.q_lora_rank or 0) + kv_a),
-            gemm(pr, c, t, h * mm.v_head_dim, d),
-        ]
-        if mm.output_gate:  # Kimi K3: sigmoid(x W_g) gates the heads' outputs before o_proj
-            proj.append(gemm(pr, c, t, d, h * mm.v_head_dim))
-        ops["attn_proj"] = combine(*proj)
+
+        def price_proj() -> OpTime:
+            proj = [
+                gemm(pr, c, t, q_in, h * qk),
+                gemm(pr, c, t, d, (mm.q_lora_rank or 0) + kv_a),
+                gemm(pr, c, t, h * mm.v_head_dim, d),
+            ]
+            if mm.output_gate:  # Kimi K3: sigmoid(x W_g) gates the heads' outputs before o_proj
+                proj.append(gemm(pr, c, t, d, h * mm.v_head_dim))
+            return combine(*proj)
+
+        ops["attn_proj"] = kept(memo, ("attn proj", t), price_proj)
 
     absorbed = (s.path == ABSORB) | (s.path == SPARSE_ABSORB)
     dense_dec = (s.path == ABSORB) & s.is_decode
     sparse = s.path == SPARSE_ABSORB
-    ops["mla_bmm"] = absorb_bmm(pr, c, float(s.q[dense_dec | sparse].sum()))
+    bmm_tokens = float(s.q[dense_dec | sparse].sum())
+    ops["mla_bmm"] = kept(memo, ("mla bmm", bmm_tokens), lambda: absorb_bmm(pr, c, bmm_tokens))
     cores: list[OpTime] = []
     prefill: list[OpTime] = []
     if dense_dec.any():
@@ -266,23 +287,26 @@ def linear_attention_layer(pr: Pricer, c: RankContext, s: RankSegments) -> OpTim
 
 
 def ffn_rank_ops(
-    pr: Pricer, c: RankContext, tokens: float, *, dense: bool = True
+    pr: Pricer, c: RankContext, tokens: float, *, dense: bool = True, memo: Memo | None = None
 ) -> dict[str, OpTime]:
     """Per-layer rank-side FFN work: MoE gate and shared experts; and, with `dense`, one dense
-    MLP layer (the MTP module has none: it is a MoE layer)."""
+    MLP layer (the MTP module has none: it is a MoE layer). With a `memo`, each is kept by
+    `tokens`."""
     moe, d = c.model.moe, c.model.hidden_size
     shared_i = moe.n_shared_experts * moe.moe_intermediate_size // c.shared_tp
+
+    def mlp(inter: int) -> OpTime:  # gate+up, then down
+        return combine(gemm(pr, c, tokens, d, 2 * inter), gemm(pr, c, tokens, inter, d))
+
     ops = {
-        "moe_gate": gemm(pr, c, tokens, d, moe.n_routed_experts, "bf16"),  # BF16 in checkpoints
-        "moe_shared": combine(
-            gemm(pr, c, tokens, d, 2 * shared_i), gemm(pr, c, tokens, shared_i, d)
-        )
+        "moe_gate": kept(  # BF16 in checkpoints
+            memo, ("moe gate", tokens), lambda: gemm(pr, c, tokens, d, moe.n_routed_experts, "bf16")
+        ),
+        "moe_shared": kept(memo, ("moe shared", tokens), lambda: mlp(shared_i))
         if shared_i
         else ZERO,
     }
     if dense:
         dense_i = moe.dense_intermediate_size // c.dense_split
-        ops["dense_mlp"] = combine(
-            gemm(pr, c, tokens, d, 2 * dense_i), gemm(pr, c, tokens, dense_i, d)
-        )
+        ops["dense_mlp"] = kept(memo, ("dense mlp", tokens), lambda: mlp(dense_i))
     return ops

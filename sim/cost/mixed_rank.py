@@ -101,7 +101,7 @@ class MixedRanks:
         self._halves: BoundedCache[tuple[object, ...], tuple[float, float]] = BoundedCache(
             PART_MEMO_ENTRIES
         )
-        # pieces of parts keyed by what sets them (`rank_work.Memo`): the MTP passes' kernels
+        # pieces of parts keyed by what sets them (`layer_ops.Memo`): the MTP passes' kernels
         self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(PART_MEMO_ENTRIES)
 
     def work(self, shape: MixedShape) -> MixedWork:

@@ -12,7 +12,7 @@ prompt chunks, whose whole shape rarely repeats, is priced from parts that do
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -20,11 +20,13 @@ from sim.cost.comm_ops import tp_allreduce
 from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED
 from sim.cost.elementwise import draft_elementwise, rank_elementwise
 from sim.cost.layer_ops import (
+    Memo,
     RankContext,
     RankSegments,
     ffn_rank_ops,
     gemm,
     gqa_layer,
+    kept,
     linear_attention_layer,
     mla_layer,
 )
@@ -36,9 +38,6 @@ from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 
 Ops = dict[str, OpTime]
-# a memo of priced pieces: the time stored for a key, or the computed one stored (the caller's
-# keys are complete for one pricer and context: `sim.cost.mixed_rank`)
-Memo = Callable[[tuple[object, ...], Callable[[], OpTime]], OpTime]
 
 
 def rank_ops(
@@ -53,18 +52,18 @@ def rank_ops(
     memory-bound kernels' time (the rank's and each MTP pass's) is kept by the few numbers
     that set it (`_rank_elementwise`, `_draft_elementwise`): ranks of the same tokens share it."""
     m = c.model
-    layer = mla_layer(pr, c, s) if m.attention == "mla" else gqa_layer(pr, c, s)
+    layer = mla_layer(pr, c, s, memo=memo) if m.attention == "mla" else gqa_layer(pr, c, s)
     ops = {name: scale(t, m.attention_layers) for name, t in layer.items()}
     if m.linear_attention:
         ops["kda"] = scale(linear_attention_layer(pr, c, s), m.linear_attention.num_layers)
     own_dense = d.dense_ffn != "unit"  # else unit-wide (`unit_dense_ops`)
-    ffn = ffn_rank_ops(pr, c, s.tokens, dense=own_dense)
+    ffn = ffn_rank_ops(pr, c, s.tokens, dense=own_dense, memo=memo)
     ops["moe_gate"] = scale(ffn["moe_gate"], m.moe_layers)
     ops["moe_shared"] = scale(ffn["moe_shared"], m.moe_layers)
     if own_dense:
         ops["dense_mlp"] = scale(ffn["dense_mlp"], m.moe.first_dense_layers)
     own_head = d.lm_head == "rank"  # else unit-wide (`unit_head_ops`)
-    ops.update(head_ops(pr, c, d, float(s.q[s.is_decode].sum() + s.sampling_prefills)))
+    ops.update(head_ops(pr, c, d, float(s.q[s.is_decode].sum() + s.sampling_prefills), memo))
     ops["elementwise"] = _rank_elementwise(pr, c, s, d.engine, memo)
     if c.tp > 1:
         allreduce = tp_allreduce(pr, m, d, gpu, s.tokens)
@@ -132,13 +131,15 @@ def elementwise_ops(
     return {"elementwise": rank_elementwise(pr, c, one, engine)}
 
 
-def head_ops(pr: Pricer, c: RankContext, d: Deployment, rows: float) -> Ops:
+def head_ops(
+    pr: Pricer, c: RankContext, d: Deployment, rows: float, memo: Memo | None = None
+) -> Ops:
     """The rank's own lm_head over its logits rows (none where the head is unit-wide) and,
     under SGLang, its sampling of them wherever the head ran (`sim.cost.sampling`; the other
-    engines' samplers are not modelled)."""
-    ops = {"lm_head": head(pr, c, rows)} if d.lm_head == "rank" else {}
+    engines' samplers are not modelled); with a `memo`, each kept by `rows`."""
+    ops = {"lm_head": head(pr, c, rows, memo)} if d.lm_head == "rank" else {}
     if d.engine == "sglang":
-        ops["sampling"] = sampling(pr, c, rows)
+        ops["sampling"] = kept(memo, ("sampling", rows), lambda: sampling(pr, c, rows))
     return ops
 
 
@@ -311,11 +312,15 @@ def draft_segments(s: RankSegments, width: int) -> RankSegments:
     return RankSegments(q=q, k=s.k[dec], is_decode=dec[dec], path=s.path[dec])
 
 
-def head(pr: Pricer, c: RankContext, tokens: float) -> OpTime:
+def head(pr: Pricer, c: RankContext, tokens: float, memo: Memo | None = None) -> OpTime:
     """Logits of `tokens` rows: lm_head is held and run in BF16 whatever the weights'
     dtype (vocab-parallel over attention TP)."""
     m = c.model
-    return gemm(pr, c, tokens, m.hidden_size, m.vocab_size // c.tp, "bf16")
+    return kept(
+        memo,
+        ("lm head", tokens),
+        lambda: gemm(pr, c, tokens, m.hidden_size, m.vocab_size // c.tp, "bf16"),
+    )
 
 
 def mtp_module(
@@ -325,14 +330,16 @@ def mtp_module(
     embedding and hidden state, one attention layer, the MoE layer's gate and shared
     experts (its routed experts are unit-wide), its kernels, and `logits` head rows. With a
     `memo`, its kernels' time is kept by what sets it (`_draft_elementwise`)."""
-    m = c.model
-    layer = mla_layer(pr, c, s) if m.attention == "mla" else gqa_layer(pr, c, s)
+    m, t = c.model, s.tokens
+    layer = mla_layer(pr, c, s, memo=memo) if m.attention == "mla" else gqa_layer(pr, c, s)
     return combine(
         *layer.values(),
-        *ffn_rank_ops(pr, c, s.tokens, dense=False).values(),
+        *ffn_rank_ops(pr, c, t, dense=False, memo=memo).values(),
         _draft_elementwise(pr, c, s, memo),
-        gemm(pr, c, s.tokens, 2 * m.hidden_size, m.hidden_size, "bf16"),
-        head(pr, c, logits),
+        kept(
+            memo, ("eh proj", t), lambda: gemm(pr, c, t, 2 * m.hidden_size, m.hidden_size, "bf16")
+        ),
+        head(pr, c, logits, memo),
     )
 
 

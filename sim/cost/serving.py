@@ -126,7 +126,7 @@ class ServingCostModel:
             engine=d.engine,
         )
         self._rank_memo: BoundedCache[RankShape, RankWork] = BoundedCache(RANK_MEMO_ENTRIES)
-        # pieces of a rank's ops kept by what sets them (`rank_work.Memo`): its kernels' time
+        # pieces of a rank's ops kept by what sets them (`layer_ops.Memo`): its kernels' time
         self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(RANK_MEMO_ENTRIES)
         # a decode-only step's uniform ranks, found by signature (priced through `_rank_memo`)
         self._decode_table: DecodeTable[RankWork] = DecodeTable(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sim.cost.ops import Op, elem_bytes
 from sim.cost.rate import OpTime
 from sim.cost.serving import ServingCostModel
@@ -9,9 +11,22 @@ from sim.cost.serving import ServingCostModel
 Call = tuple[str, dict[str, object], float, float, str, OpTime]
 
 
+class _PassThrough:
+    """A pieces memo that keeps nothing: every piece is priced where the step runs it."""
+
+    def get(self, key: tuple[object, ...], price: Callable[[], OpTime]) -> OpTime:
+        return price()
+
+
 def spied(cm: ServingCostModel) -> list[Call]:
-    """From now on, each op `cm` prices: name, attributes, FLOPs, bytes, dtype and its time."""
+    """From now on, each op `cm` prices: name, attributes, FLOPs, bytes, dtype and its time.
+    Its pieces memos keep nothing from then on, so that a piece the step runs twice (the MTP
+    module's shared expert at the target pass's width, say) is seen twice; they return what
+    pricing gives (`tests/cost/test_rank_parts.py`)."""
     calls: list[Call] = []
+    cm._pieces = _PassThrough()  # type: ignore[assignment]
+    if cm._mixed is not None:
+        cm._mixed._pieces = _PassThrough()  # type: ignore[assignment]
     price = cm.pricer.price
 
     def spy(op: Op, dtype: str = "bf16", *, runs: Op | None = None) -> OpTime:
