@@ -29,6 +29,8 @@ class BatchShape:
     prefill and extend (after a cached prefix) segments have it False. `samples_token[i]` says
     whether segment i computes logits this step: decode/verify segments always do, a prefill
     chunk only when it completes its prompt; None means every segment samples.
+    `segments_per_rank[r]`, where the engine has already counted them: the segments on rank r
+    (read-only; None: the cost model counts them from `rank`).
     """
 
     num_ranks: int
@@ -37,6 +39,7 @@ class BatchShape:
     kv_tokens: IntArray
     is_decode: NDArray[np.bool_]
     samples_token: NDArray[np.bool_] | None = None
+    segments_per_rank: IntArray | None = None
 
     @property
     def size(self) -> int:

@@ -163,7 +163,9 @@ class ServingCostModel:
         if batch.size == 0:
             return StepCost(duration_s=0.0, rank_own_s=np.zeros(ranks))
         rank, dec = batch.rank, batch.is_decode
-        n_r = np.bincount(rank, minlength=ranks)
+        n_r = batch.segments_per_rank
+        if n_r is None:
+            n_r = np.bincount(rank, minlength=ranks)
         new = batch.new_tokens
         tokens_r: np.ndarray
         # (count_nonzero: far cheaper than any() or all() on a step's small arrays)

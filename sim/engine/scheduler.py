@@ -172,7 +172,9 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
     if n_dec == 0 and not prefills:
         return None
     batch = _batch(pool, rs, decode_pos, pre_pos, chunks)
-    counts = rs.per_rank.copy() if batch.size == rs.n else np.bincount(batch.rank, minlength=R)
+    counts = batch.segments_per_rank
+    if counts is None:
+        counts = np.bincount(batch.rank, minlength=R)
     return StepPlan(
         n=rs.n,
         decode_pos=decode_pos,
@@ -199,7 +201,8 @@ def _batch(
     Decode rows sample a token; a prefill chunk samples (prices lm_head) only when it reaches its
     prefill target: the prompt or, recomputing after preemption, prompt + generated tokens (the
     same test by which `apply_step` emits the token). A decode-only step hands the cost model
-    read-only views of the running set's columns, valid until the step is applied.
+    read-only views of the running set's columns, valid until the step is applied. A step of
+    every running request passes the running set's own count per rank with it.
     """
     sel = slice(None) if dec is None else dec
     rank, kv = rs.rank[sel], rs.kv[sel]
@@ -207,9 +210,10 @@ def _batch(
     new_dec = rs.verify_width(n_dec)
     go = chunks > 0 if chunks.shape[0] else None
     if go is None or not np.count_nonzero(go):
+        counted = _read_only(rs.per_rank.copy()) if n_dec == rs.n else None
         return BatchShape(
             num_ranks=pool.ranks_per_unit, rank=_read_only(rank), new_tokens=new_dec,
-            kv_tokens=_read_only(kv), is_decode=rs.all_decode(n_dec),
+            kv_tokens=_read_only(kv), is_decode=rs.all_decode(n_dec), segments_per_rank=counted,
         )  # fmt: skip
     pre, chunks = pre[go], chunks[go]
     ids = rs.ids[pre]
@@ -218,6 +222,7 @@ def _batch(
     is_decode[:n_dec] = True
     samples = is_decode.copy()
     samples[n_dec:] = reach >= pool.table.prefill_target[ids]
+    whole = n_dec + pre.shape[0] == rs.n
     return BatchShape(
         num_ranks=pool.ranks_per_unit,
         rank=np.concatenate([rank, rs.rank[pre]]),
@@ -225,4 +230,5 @@ def _batch(
         kv_tokens=np.concatenate([kv, reach]),
         is_decode=is_decode,
         samples_token=samples,
+        segments_per_rank=_read_only(rs.per_rank.copy()) if whole else None,
     )
