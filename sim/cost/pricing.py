@@ -44,10 +44,16 @@ class Pricer:
     )
     # per op name and dtype: its rate where it is the same at every shape (else None)
     _shape_free: dict[tuple[str, str], Rate | None] = field(default_factory=dict)
+    # per op name: whether the estimator holds a table for it (asked a few times a step)
+    _tables: dict[str, bool] = field(default_factory=dict)
 
     def has_table(self, op: str) -> bool:
         """Whether the estimator holds a measured or published table for `op`."""
-        return bool(getattr(self.estimator, "has_table", lambda _: False)(op))
+        known = self._tables.get(op)
+        if known is None:
+            ask = getattr(self.estimator, "has_table", None)
+            known = self._tables[op] = bool(ask(op)) if ask is not None else False
+        return known
 
     def rate(self, op: Op, dtype: str = "bf16") -> Rate:
         """The op's rate at its shape (computing in `dtype`), memoised."""

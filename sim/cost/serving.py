@@ -324,11 +324,12 @@ class ServingCostModel:
         """Unit-wide ops (`sim.cost.unit_work`) of rounded loads, memoised by them."""
         args = (self.pricer, self.ctx, self.deployment, self.gpu)
         return self._unit_memo.get(
-            ("step", load, draft, extend), lambda: unit_ops(*args, load, draft, extend)
+            ("step", load, draft, extend),
+            lambda: unit_ops(*args, load, draft, extend, self._pieces.get),
         )
 
     def _micro_ops(self, load: CommLoad) -> dict[str, OpTime]:
         """One micro-batch's routed experts and EP exchange at a rounded load, memoised."""
         args = (self.pricer, self.model, self.deployment, self.gpu)
         key = ("micro", load, None, None)
-        return self._unit_memo.get(key, lambda: micro_batch_ops(*args, load))
+        return self._unit_memo.get(key, lambda: micro_batch_ops(*args, load, self._pieces.get))

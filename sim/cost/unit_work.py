@@ -14,7 +14,7 @@ from sim.cost.comm_ops import CommLoad, draft_comm, layer_comm_ops, unit_comm_op
 from sim.cost.dense import unit_dense_ops
 from sim.cost.elementwise import routed_elementwise
 from sim.cost.head import sampled_rows, unit_head
-from sim.cost.layer_ops import RankContext
+from sim.cost.layer_ops import Memo, RankContext, kept
 from sim.cost.memo import round_to_bucket
 from sim.cost.pricing import Pricer
 from sim.cost.rate import ZERO, OpTime, combine, scale
@@ -43,46 +43,89 @@ def unit_ops(
     load: CommLoad,
     draft: CommLoad | None,
     extend: CommLoad | None,
+    memo: Memo | None = None,
 ) -> dict[str, OpTime]:
     """A step's unit-wide ops, every layer. `draft`: the MTP draft passes' load; `extend`: the
-    MTP module's over prompt chunks."""
+    MTP module's over prompt chunks. With a `memo`, each pass's routed experts, their kernels
+    and the MTP passes' exchange are kept by the few numbers of the load that set them (a
+    mixed step's whole load rarely repeats; its decode or prefill tokens alone often do)."""
     m, n = ctx.model, load.unit_tokens
-    routed = routed_gemms(pr, m, d, n, load.decode_only)
-    ops = {"moe_routed": scale(routed, m.moe_layers)}
-    act = routed_elementwise(pr, m, d, n, load.decode_only, load.sender_tokens)
+
+    def experts(tokens: float, decode_only: bool) -> OpTime:
+        return _experts(pr, m, d, tokens, decode_only, memo)
+
+    def kernels(tokens: float, decode_only: bool, sender: float = 0.0) -> OpTime:
+        return _kernels(pr, m, d, tokens, decode_only, sender, memo)
+
+    ops = {"moe_routed": scale(experts(n, load.decode_only), m.moe_layers)}
+    act = kernels(n, load.decode_only, load.sender_tokens)
     ops["moe_elementwise"] = scale(act, m.moe_layers)
     if draft is not None and draft.unit_tokens > 0:
         passes = draft_passes(d.mtp_draft_tokens)
         moe = []
         for width, times in passes:
             n_dec = round_to_bucket(draft.unit_tokens * width)
-            act = routed_elementwise(pr, m, d, n_dec, True)
-            moe.append(scale(combine(routed_gemms(pr, m, d, n_dec, True), act), times))
+            moe.append(scale(combine(experts(n_dec, True), kernels(n_dec, True)), times))
         ops["mtp_draft_moe"] = combine(*moe)
-        comm = combine(
-            *(draft_comm(pr, m, d, gpu, draft.scaled(w).rounded(), times) for w, times in passes)
-        )
+
+        def exchange(x: CommLoad, times: int) -> OpTime:
+            return kept(memo, ("draft comm", x, times), lambda: draft_comm(pr, m, d, gpu, x, times))
+
+        comm = combine(*(exchange(draft.scaled(w).rounded(), times) for w, times in passes))
         if comm.seconds > 0:
             ops["mtp_draft_comm"] = comm
     if extend is not None and extend.unit_tokens > 0:  # the MTP module over prompt chunks
         n_pre = extend.unit_tokens
-        act = routed_elementwise(pr, m, d, n_pre, False, extend.sender_tokens)
-        ops["mtp_prefill_moe"] = combine(routed_gemms(pr, m, d, n_pre, False), act)
-        ops["mtp_prefill_comm"] = combine(*layer_comm_ops(pr, m, d, gpu, extend).values())
+        act = kernels(n_pre, False, extend.sender_tokens)
+        ops["mtp_prefill_moe"] = combine(experts(n_pre, False), act)
+        ops["mtp_prefill_comm"] = kept(
+            memo,
+            ("extend comm", extend),
+            lambda: combine(*layer_comm_ops(pr, m, d, gpu, extend).values()),
+        )
     ops.update(unit_comm_ops(pr, m, d, gpu, load))
     if d.dense_ffn == "unit":
         ops.update(unit_dense_ops(pr, ctx, d, gpu, load))
     return ops
 
 
+def _experts(
+    pr: Pricer, m: ModelSpec, d: Deployment, tokens: float, decode_only: bool, memo: Memo | None
+) -> OpTime:
+    """One MoE layer's routed expert GEMMs for the unit's `tokens` (`routed_gemms`), through
+    `memo` by what sets them."""
+    key = ("routed", tokens, decode_only)
+    return kept(memo, key, lambda: routed_gemms(pr, m, d, tokens, decode_only))
+
+
+def _kernels(
+    pr: Pricer,
+    m: ModelSpec,
+    d: Deployment,
+    tokens: float,
+    decode_only: bool,
+    sender: float,
+    memo: Memo | None,
+) -> OpTime:
+    """Their memory-bound kernels (`routed_elementwise`), through `memo` by what sets them."""
+    key = ("routed kernels", tokens, decode_only, sender)
+    return kept(memo, key, lambda: routed_elementwise(pr, m, d, tokens, decode_only, sender))
+
+
 def micro_batch_ops(
-    pr: Pricer, m: ModelSpec, d: Deployment, gpu: GpuSpec, load: CommLoad
+    pr: Pricer,
+    m: ModelSpec,
+    d: Deployment,
+    gpu: GpuSpec,
+    load: CommLoad,
+    memo: Memo | None = None,
 ) -> dict[str, OpTime]:
     """One two-batch-overlap micro-batch's routed experts (one layer, with their SiLU, which
-    runs between up and down) and its EP exchange (every MoE layer)."""
+    runs between up and down) and its EP exchange (every MoE layer); with a `memo`, the
+    experts and their kernels kept as `unit_ops` keeps them."""
     n = load.unit_tokens
-    gemms = routed_gemms(pr, m, d, n, load.decode_only)
-    act = routed_elementwise(pr, m, d, n, load.decode_only, load.sender_tokens)
+    gemms = _experts(pr, m, d, n, load.decode_only, memo)
+    act = _kernels(pr, m, d, n, load.decode_only, load.sender_tokens, memo)
     ops = {"moe_routed": combine(gemms, act)}
     ops.update(unit_comm_ops(pr, m, d, gpu, load))
     ops.setdefault("ep_dispatch", ZERO)
