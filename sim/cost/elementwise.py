@@ -67,9 +67,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
 from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.ops import BF16, FP8_SCALE_GROUP, Elementwise, ElementwiseKernel
 from sim.cost.pricing import Pricer
@@ -192,8 +189,7 @@ def attention_kernels(
         add("kv_a_norm", rmsnorm_bytes(mm.kv_lora_rank), launched=not overlapped)
         add("rope", rope_bytes((h + 1) * d_s, d_s), on=mm.rope_rotary and d_s > 0)
         add("kv_store", BF16 * (mm.kv_lora_rank + d_s) + c.kv_bytes_layer)
-        expand = (s.path == EXPAND) | (s.path == EXPAND_CHUNKED)
-        expanded = float(np.sum(s.k[expand]))  # kv_b runs over every expanded cached token
+        expanded = s.expanded_tokens  # kv_b runs over every expanded cached token
         add("quant_kv_b_input", quant_bytes(mm.kv_lora_rank), expanded, on=fp8 and expanded > 0)
         add("quant_o_proj_input", quant_bytes(h * mm.v_head_dim), on=fp8)
         add("output_gate", gate_bytes(h * mm.v_head_dim), on=mm.output_gate)

@@ -54,6 +54,12 @@ class RankSegments:
         return float(self.q.sum())
 
     @property
+    def expanded_tokens(self) -> float:
+        """Cached tokens the expand-path segments up-project (kv_b runs over each)."""
+        expand = (self.path == EXPAND) | (self.path == EXPAND_CHUNKED)
+        return float(np.sum(self.k[expand]))
+
+    @property
     def sampling_prefills(self) -> int:
         """Prefill segments that complete their prompt this step (one logits row each)."""
         done = ~self.is_decode if self.samples is None else ~self.is_decode & self.samples

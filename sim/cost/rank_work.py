@@ -17,7 +17,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from sim.cost.comm_ops import tp_allreduce
-from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED
+from sim.cost.dispatch import ABSORB, EXPAND
 from sim.cost.elementwise import draft_elementwise, rank_elementwise
 from sim.cost.layer_ops import (
     Memo,
@@ -228,9 +228,8 @@ def rank_parts(pr: Pricer, c: RankContext, d: Deployment, gpu: GpuSpec, s: RankS
         path=s.path[pre],
         samples=None if smp is None else smp[pre],
     )
-    expand = (s.path == EXPAND) | (s.path == EXPAND_CHUNKED)
     rows = float(s.q[dec].sum() + s.sampling_prefills)
-    expanded_tokens = float(np.sum(s.k[expand]))
+    expanded_tokens = s.expanded_tokens
     return merge(
         token_ops(pr, c, d, gpu, s.tokens),
         elementwise_ops(pr, c, s.tokens, expanded_tokens, d.engine, bool(dec.all())),
@@ -351,8 +350,7 @@ def _rank_elementwise(
     up-project and whether it runs decodes only."""
     if memo is None:
         return rank_elementwise(pr, c, s, engine)
-    expand = (s.path == EXPAND) | (s.path == EXPAND_CHUNKED)
-    key = ("rank elementwise", s.tokens, float(np.sum(s.k[expand])), bool(s.is_decode.all()))
+    key = ("rank elementwise", s.tokens, s.expanded_tokens, bool(s.is_decode.all()))
     return memo(key, lambda: rank_elementwise(pr, c, s, engine))
 
 
@@ -361,6 +359,5 @@ def _draft_elementwise(pr: Pricer, c: RankContext, s: RankSegments, memo: Memo |
     its tokens and the cached tokens its expand-path segments up-project."""
     if memo is None:
         return draft_elementwise(pr, c, s)
-    expand = (s.path == EXPAND) | (s.path == EXPAND_CHUNKED)
-    key = ("draft elementwise", s.tokens, float(np.sum(s.k[expand])))
+    key = ("draft elementwise", s.tokens, s.expanded_tokens)
     return memo(key, lambda: draft_elementwise(pr, c, s))

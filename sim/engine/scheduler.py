@@ -210,10 +210,10 @@ def _batch(
     new_dec = rs.verify_width(n_dec)
     go = chunks > 0 if chunks.shape[0] else None
     if go is None or not np.count_nonzero(go):
-        counted = _read_only(rs.per_rank.copy()) if n_dec == rs.n else None
         return BatchShape(
             num_ranks=pool.ranks_per_unit, rank=_read_only(rank), new_tokens=new_dec,
-            kv_tokens=_read_only(kv), is_decode=rs.all_decode(n_dec), segments_per_rank=counted,
+            kv_tokens=_read_only(kv), is_decode=rs.all_decode(n_dec),
+            segments_per_rank=_counted(rs, n_dec),
         )  # fmt: skip
     pre, chunks = pre[go], chunks[go]
     ids = rs.ids[pre]
@@ -222,7 +222,6 @@ def _batch(
     is_decode[:n_dec] = True
     samples = is_decode.copy()
     samples[n_dec:] = reach >= pool.table.prefill_target[ids]
-    whole = n_dec + pre.shape[0] == rs.n
     return BatchShape(
         num_ranks=pool.ranks_per_unit,
         rank=np.concatenate([rank, rs.rank[pre]]),
@@ -230,5 +229,11 @@ def _batch(
         kv_tokens=np.concatenate([kv, reach]),
         is_decode=is_decode,
         samples_token=samples,
-        segments_per_rank=_read_only(rs.per_rank.copy()) if whole else None,
+        segments_per_rank=_counted(rs, n_dec + pre.shape[0]),
     )
+
+
+def _counted(rs: RunningSet, segments: int) -> IntArray | None:
+    """The running set's own count per rank (a read-only copy) where the step's `segments`
+    are every running request, one each; None where the cost model must count them."""
+    return _read_only(rs.per_rank.copy()) if segments == rs.n else None
