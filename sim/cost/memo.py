@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -40,8 +40,10 @@ def centres(b: NDArray[np.int64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDArr
     return out
 
 
+@lru_cache(maxsize=1 << 14)
 def round_to_bucket(x: float) -> float:
-    """`x` at its bucket's centre (0 and below stay 0)."""
+    """`x` at its bucket's centre (0 and below stay 0); remembered, since a run rounds the same
+    few thousand token counts again and again (a step's loads round a dozen)."""
     return centre(round(math.log2(x) * BUCKETS_PER_OCTAVE)) if x > 0 else 0.0
 
 

@@ -100,6 +100,10 @@ class StepLog:
         self._last_cols = np.zeros(0, dtype=np.int64)
         self._last_sources: list[str] = []
         self._last_codes = np.zeros(0, dtype=np.int8)
+        # each op set's columns and each source sequence's codes, once: steps alternate
+        # between a few (decode-only and mixed steps price different ops)
+        self._cols_of: dict[tuple[str, ...], NDArray[np.int64]] = {}
+        self._codes_of: dict[tuple[str, ...], NDArray[np.int8]] = {}
         self._written = 0  # rows written to the columns; rows up to n wait in the lists below
         self._pending: list[tuple[float, ...]] = []
         self._pending_batch: list[NDArray[np.int64]] = []
@@ -149,14 +153,21 @@ class StepLog:
         self._pending_own.append(cost.rank_own_s)
         ops = cost.ops
         names = tuple(ops)
-        if names != self._last_names:  # op set changed: look the columns up again
-            self._last_cols = np.array([self._op_column(n) for n in names], dtype=np.int64)
-            self._last_names = names
+        if names != self._last_names:  # op set changed: its columns, looked up once
+            cols = self._cols_of.get(names)
+            if cols is None:
+                cols = np.array([self._op_column(n) for n in names], dtype=np.int64)
+                self._cols_of[names] = cols
+            self._last_cols, self._last_names = cols, names
         vals = ops.values()
         sources = [op.source for op in vals]
         if sources != self._last_sources:  # steps mostly repeat the previous step's sources
-            self._last_codes = np.array([self._code(s) + 1 for s in sources], dtype=np.int8)
-            self._last_sources = sources
+            key = tuple(sources)
+            codes = self._codes_of.get(key)
+            if codes is None:
+                codes = np.array([self._code(s) + 1 for s in sources], dtype=np.int8)
+                self._codes_of[key] = codes
+            self._last_codes, self._last_sources = codes, sources
         self._pending_ops.append((self._last_cols, self._last_codes, [op.seconds for op in vals]))
         if any([op.extrapolated for op in vals]):
             for name, op in ops.items():

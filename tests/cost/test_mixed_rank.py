@@ -109,3 +109,23 @@ def test_mtp_kernels_through_a_memo_price_exactly_as_without() -> None:
             want = chunk_token_ops(cm.pricer, cm.ctx, d, *chunk)
             assert chunk_token_ops(cm.pricer, cm.ctx, d, *chunk, memo.get) == want
     assert len(memo) > 0
+
+
+def test_a_repeated_shape_is_its_memoised_work_the_same_a_fresh_pricer_gives() -> None:
+    d = Deployment(name="dp8_mtp", attn_tp=1, mtp_draft_tokens=1, mtp_acceptance=(0.8,))
+    model = ServingCostModel(V3, H200, d, load_profile("h200-sglang"))
+    rng = np.random.default_rng(5)
+    batches = [mixed_batch(rng, d.attn_dp) for _ in range(3)]
+    first = [model.step_cost(b) for b in batches]
+    again = [model.step_cost(b) for b in batches]  # every shape met before: from the memo
+    fresh = ServingCostModel(V3, H200, d, load_profile("h200-sglang"))
+    for b, x, y in zip(batches, first, again, strict=True):
+        z = fresh.step_cost(b)  # priced part by part again, in another order of steps
+        assert x.duration_s == y.duration_s == z.duration_s
+        assert x.ops == y.ops == z.ops
+        np.testing.assert_array_equal(x.rank_own_s, z.rank_own_s)
+    assert model._mixed is not None
+    shape = next(iter(model._mixed._works._entries))
+    work = model._mixed.work(shape)
+    assert model._mixed.work(shape) is work  # the same work, its merged ops computed once
+    assert work.ops is work.ops

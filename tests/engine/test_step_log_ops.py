@@ -1,0 +1,40 @@
+"""The step log keeps each step's op times and sources in the right columns, whatever the order
+in which steps of different op sets and sources come (it looks each set's columns up once)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.cost.batch import StepCost
+from sim.cost.rate import OpTime
+from sim.engine.log import StepLog, StepRecord
+
+
+def T(seconds: float, source: str) -> OpTime:
+    return OpTime(seconds=seconds, source=source)
+
+
+def record(ops: dict[str, OpTime]) -> StepRecord:
+    cost = StepCost(duration_s=sum(t.seconds for t in ops.values()), rank_own_s=np.ones(2), ops=ops)
+    return StepRecord(0, 0.0, cost, np.array([1, 1]), 2, 0, 2, 2, 0)
+
+
+def test_alternating_op_sets_land_in_their_own_columns() -> None:
+    decode = {"attn": T(1.0, "published"), "moe": T(2.0, "roofline")}
+    mixed = {"moe": T(3.0, "published"), "prefill": T(4.0, "roofline"),
+             "attn": T(5.0, "published")}  # fmt: skip
+    late = {"attn": T(6.0, "roofline"), "head": T(7.0, "measured")}  # a new column
+    steps = [decode, mixed, decode, mixed, mixed, late, decode, late, mixed]
+    log = StepLog(2, capacity=4)  # grows twice while the op sets recur
+    for ops in steps:
+        log.append(record(ops))
+    secs = log.op_seconds
+    col = {name: log.op_names.index(name) for name in ("attn", "moe", "prefill", "head")}
+    for i, ops in enumerate(steps):
+        want = {name: ops[name].seconds if name in ops else 0.0 for name in col}
+        assert {name: float(secs[i, j]) for name, j in col.items()} == want
+    by_source = {n: log.op_sources(n) for n in col}
+    assert by_source["attn"] == {"published": 1.0 + 5 + 1 + 5 + 5 + 1 + 5, "roofline": 12.0}
+    assert by_source["moe"] == {"roofline": 6.0, "published": 12.0}
+    assert by_source["prefill"] == {"roofline": 16.0}
+    assert by_source["head"] == {"measured": 14.0}
