@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Children the tests start must take SIGINT as a user's Ctrl-C (the resume tests send it).
+    A shell starts a background job with SIGINT ignored, and an ignored signal stays ignored
+    across exec: under `make test &` those children would never see it. A handler, unlike an
+    ignore, is reset at exec, so the children start with Python's default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _cuda_available() -> bool:

@@ -118,9 +118,17 @@ def _screenshot(page: object, name: str, tmp_path: Path) -> Path:
     return shot
 
 
+def _idle(page: object) -> None:
+    """Wait until the app runs no script: a rerun still under way (the first render's, on a
+    loaded machine) would draw its widgets again from their defaults over what is typed."""
+    status = page.locator('[data-testid="stStatusWidget"]')  # type: ignore[attr-defined]
+    status.wait_for(state="hidden", timeout=60_000)
+
+
 def _set_number(page: object, label: str, value: int, nth: int = 0) -> None:
     box = page.get_by_label(label, exact=True).nth(nth)  # type: ignore[attr-defined]
     box.wait_for(timeout=30_000)
+    _idle(page)
     box.fill(str(value))
     box.press("Enter")
 
