@@ -51,6 +51,13 @@ def kv_bytes_per_token(m: MlaSpec, kv_dtype: str) -> float:
     raise ValueError(f"unknown kv_dtype {kv_dtype!r}: use 'bf16' or 'fp8'")
 
 
+def _mean(x: Array) -> float:
+    """`float(x.mean())` of a non-empty float64 array: the same pairwise sum divided by the same
+    count, in one call instead of `np.mean`'s several (a step prices hundreds of attention ops,
+    each with a mean or two)."""
+    return float(x.sum()) / x.shape[0]
+
+
 @dataclass(frozen=True, eq=False)
 class Segments:
     """The requests an attention op runs in a step: new tokens `q` and keys `k` (new ones
@@ -97,7 +104,7 @@ class DsaIndexerDecode(_OverRequests):
     @classmethod
     def over(cls, s: Segments, heads: float, dim: float) -> DsaIndexerDecode:
         n = float(s.q.max())
-        return cls(float(len(s.q)), float(s.k.mean()), n, heads, dim, segments=s)
+        return cls(float(len(s.q)), _mean(s.k), n, heads, dim, segments=s)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
         width = self.index_heads * self.index_dim
@@ -120,7 +127,7 @@ class DsaIndexerPrefill(_OverRequests):
 
     @classmethod
     def over(cls, s: Segments, heads: float, dim: float) -> DsaIndexerPrefill:
-        return cls(float(s.q.sum()), float(s.k.mean()), heads, dim, segments=s)
+        return cls(float(s.q.sum()), _mean(s.k), heads, dim, segments=s)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
         width = self.index_heads * self.index_dim
@@ -142,7 +149,7 @@ class MlaDecode(_OverRequests):
 
     @classmethod
     def over(cls, s: Segments, kv_dtype: str, heads: float) -> MlaDecode:
-        return cls(float(len(s.q)), float(s.k.mean()), int(s.q.max()), kv_dtype, heads, segments=s)
+        return cls(float(len(s.q)), _mean(s.k), int(s.q.max()), kv_dtype, heads, segments=s)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
         spec, h = self._mla(m), self.heads
@@ -166,7 +173,7 @@ class DsaAttnDecode(_OverRequests):
 
     @classmethod
     def over(cls, s: Segments, kv_dtype: str, topk: float, heads: float) -> DsaAttnDecode:
-        q_max, kv = int(s.q.max()), float(s.k.mean())
+        q_max, kv = int(s.q.max()), _mean(s.k)
         return cls(float(len(s.q)), kv, q_max, kv_dtype, topk, heads, segments=s)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
@@ -188,7 +195,7 @@ class DsaAttnPrefill(_OverRequests):
 
     @classmethod
     def over(cls, s: Segments, topk: float, heads: float) -> DsaAttnPrefill:
-        return cls(float(s.q.sum()), float(s.k.mean()), topk, heads, segments=s)
+        return cls(float(s.q.sum()), _mean(s.k), topk, heads, segments=s)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
         spec = self._mla(m)
@@ -213,7 +220,7 @@ class MlaPrefill(_OverRequests):
 
     @classmethod
     def over(cls, s: Segments, heads: float, **chunk: float) -> MlaPrefill:
-        q_mean, prefix = float(s.q.mean()), float((s.k - s.q).mean())
+        q_mean, prefix = _mean(s.q), _mean(s.k - s.q)
         return cls(q_mean, prefix, heads, **chunk, segments=s)  # type: ignore[arg-type]
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
@@ -222,7 +229,7 @@ class MlaPrefill(_OverRequests):
         q, k, _, _ = self._requests(point)
         flops = float(np.sum(mla.causal_pairs(q, k))) * mla.expand_pair_flops(spec, int(h))
         dk, ds, dv = spec.qk_nope_head_dim, spec.qk_rope_head_dim, spec.v_head_dim
-        return flops, BF16 * h * float(np.sum((q + k) * (dk + ds) + (k + q) * dv))
+        return flops, BF16 * h * float(((q + k) * (dk + ds) + (k + q) * dv).sum())
 
 
 @dataclass(frozen=True)
@@ -241,7 +248,7 @@ class _MlaExtend(_OverRequests):
 
     @classmethod
     def over(cls, s: Segments, heads: float) -> _MlaExtend:
-        q_mean, prefix = float(s.q.mean()), float((s.k - s.q).mean())
+        q_mean, prefix = _mean(s.q), _mean(s.k - s.q)
         return cls(q_mean, prefix, heads, segments=s)
 
     def _sizes(self, m: MlaSpec | None) -> tuple[MlaSpec, Array, Array, float, float]:
@@ -288,7 +295,7 @@ class GqaDecode(_OverRequests):
 
     @classmethod
     def over(cls, s: Segments, heads: float, head_dim: float) -> GqaDecode:
-        return cls(heads, float(len(s.q)), float(s.k.mean()), head_dim, segments=s)
+        return cls(heads, float(len(s.q)), _mean(s.k), head_dim, segments=s)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
         q, k, n, cache = self._requests((1.0, self.kv_len, self.batch, 0.0))
@@ -334,7 +341,7 @@ class DsaTopk(_OverRequests):
 
     @classmethod
     def over(cls, s: Segments, decode: NDArray[np.bool_], topk: float) -> DsaTopk:
-        return cls(float(s.q.sum()), float(s.k.mean()), topk, segments=s, decode=decode)
+        return cls(float(s.q.sum()), _mean(s.k), topk, segments=s, decode=decode)
 
     def work(self, m: MlaSpec | None, elem_bytes: float) -> Work:
         q, k, _, _ = self._requests((self.tokens, self.kv_len, 1.0, 0.0))

@@ -176,6 +176,10 @@ def mla_layer(
 
         ops["attn_proj"] = kept(memo, ("attn proj", t), price_proj)
 
+    one = _one_dense_path(s)
+    if one is not None:
+        ops.update(_dense_cores(pr, c, s, *one, memo))
+        return ops
     absorbed = (s.path == ABSORB) | (s.path == SPARSE_ABSORB)
     dense_dec = (s.path == ABSORB) & s.is_decode
     sparse = s.path == SPARSE_ABSORB
@@ -209,6 +213,46 @@ def mla_layer(
         prefill.append(pr.price(core))
     if prefill:
         ops["attn_prefill"] = combine(*prefill)
+    return ops
+
+
+def _one_dense_path(s: RankSegments) -> tuple[int, bool] | None:
+    """(path, decode) where every segment takes one dense path and is of one kind (decode or
+    extend), as a rank's decode requests and its chunks nearly always are; else None."""
+    path, dec = s.path, s.is_decode
+    if not path.shape[0]:
+        return None
+    p, d = int(path[0]), bool(dec[0])
+    if p == SPARSE_ABSORB or np.count_nonzero(path != p) or np.count_nonzero(dec != d):
+        return None
+    return p, d
+
+
+def _dense_cores(
+    pr: Pricer, c: RankContext, s: RankSegments, path: int, decode: bool, memo: Memo | None
+) -> dict[str, OpTime]:
+    """`mla_layer`'s ops but the projections for segments of one dense `path`, all decode or
+    all extend (`_one_dense_path`): the same ops in the same order, without the masks that
+    pick each kind of core out of a mixed batch."""
+    h = c.heads
+    bmm_tokens = s.tokens if path == ABSORB and decode else 0.0
+    ops = {"mla_bmm": kept(memo, ("mla bmm", bmm_tokens), lambda: absorb_bmm(pr, c, bmm_tokens))}
+    every = Segments(q=s.q, k=s.k, cache_bytes=c.kv_bytes_layer)
+    if path == ABSORB:
+        if decode:
+            ops["attn_decode"] = combine(pr.price(MlaDecode.over(every, c.kv_dtype, h)))
+        else:  # short extends after a short prefix (SGLang MLA for extend)
+            ops["attn_decode"] = ZERO
+            ops["attn_prefill"] = combine(pr.price(MlaExtendAbsorb.over(every, h)))
+        return ops
+    ops["attn_decode"] = ZERO
+    mm = c.model.mla_spec
+    kv_b = h * (mm.qk_nope_head_dim + mm.v_head_dim)
+    up = gemm(pr, c, float(s.k.sum()), mm.kv_lora_rank, kv_b)  # up-projection
+    core = MlaPrefill.over(every, h)
+    if path == EXPAND_CHUNKED:
+        core = MlaPrefillChunked.over(every, h, chunk_tokens=c.chunk_tokens)
+    ops["attn_prefill"] = combine(up, pr.price(core))
     return ops
 
 
