@@ -58,7 +58,7 @@ from sim.plan.report import PNG_NOTE, pareto_figure
 from sim.plan.report import columns as plan_columns
 from sim.plan.report import top_rows as plan_top_rows
 from sim.plan.spec import PlanRequest, PlanSpace
-from sim.run import run_scenario, simulate_scenario, summarize_scenario
+from sim.run import forget_cost_models, run_scenario, simulate_scenario, summarize_scenario
 
 # sweeps and capacity search
 from sim.search.backends import ProcessBackend
@@ -104,6 +104,7 @@ __all__ = [
     "csv_text",
     "expect",
     "family_table",
+    "forget_cost_models",
     "gpu_names",
     "load_gpu",
     "load_model",

@@ -8,10 +8,16 @@ summarises. Deployments run one after another on the same workload and seed (the
 for open loops and traces; `sim.engine.run` says what closed loops share). Two hooks serve the
 front ends: `progress` (deployment name, fraction done) and `on_output`, which receives each
 deployment's raw engine output (for traces, request exports and the app's latency samples).
+
+The default cost models are kept per process, the last `COST_MODELS_KEPT` built: a model
+prices each step as a pure function of its batch, so the next run of the same deployment (a
+sweep's next load, a capacity search's next probe, the app's next Run) prices exactly as a new
+one would, from memos already warm.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 
 from sim.cost.batch import ServingCost
@@ -31,6 +37,13 @@ ProgressFn = Callable[[str, float], None]  # (deployment name, fraction of the r
 OutputFn = Callable[[SimOutput], None]  # receives each deployment's engine output, in order
 
 
+COST_MODELS_KEPT = 4  # a sweep's or the app's few deployments; each model's memos are bounded
+# (the specs it was built from, held so that their ids stay theirs; the model), by their ids
+# (the catalog hands out one object per name) and the deployment's value
+_cost_models: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], ServingCost]]
+_cost_models = OrderedDict()
+
+
 def default_cost_factory(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -39,10 +52,27 @@ def default_cost_factory(
     profile_gpu: GpuSpec | None = None,
 ) -> ServingCost:
     """`ServingCostModel`; a profile measured on another GPU (`profile_gpu`) lends its
-    efficiencies to `gpu`'s roofline (every table estimate is then marked extrapolated)."""
+    efficiencies to `gpu`'s roofline (every table estimate is then marked extrapolated). The
+    same specs (the same objects: specs are frozen) and an equal deployment get the model
+    built for them before, if it is among the last `COST_MODELS_KEPT`."""
     from sim.cost.serving import ServingCostModel  # the cost model is only needed to run
 
-    return ServingCostModel(model, gpu, deployment, profile, profile_gpu=profile_gpu)
+    specs = (model, gpu, profile, profile_gpu)
+    key = (*(id(x) for x in specs), deployment)
+    kept = _cost_models.get(key)
+    if kept is not None:
+        _cost_models.move_to_end(key)
+        return kept[1]
+    cost = ServingCostModel(model, gpu, deployment, profile, profile_gpu=profile_gpu)
+    _cost_models[key] = (specs, cost)
+    if len(_cost_models) > COST_MODELS_KEPT:
+        _cost_models.popitem(last=False)
+    return cost
+
+
+def forget_cost_models() -> None:
+    """Drop the kept cost models (the next runs build theirs anew, cold)."""
+    _cost_models.clear()
 
 
 def _resolved(scenario: Scenario | ResolvedScenario) -> ResolvedScenario:

@@ -16,6 +16,16 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cost_models() -> None:
+    """Each test starts without the cost models an earlier test's runs left kept
+    (`sim.run.default_cost_factory`), so that no test prices with memos filled while another
+    had something patched."""
+    from sim.run import forget_cost_models
+
+    forget_cost_models()
+
+
 def _cuda_available() -> bool:
     try:
         import torch
