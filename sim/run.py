@@ -9,7 +9,7 @@ for open loops and traces; `sim.engine.run` says what closed loops share). Two h
 front ends: `progress` (deployment name, fraction done) and `on_output`, which receives each
 deployment's raw engine output (for traces, request exports and the app's latency samples).
 
-The default cost models are kept per process, the last `COST_MODELS_KEPT` built: a model
+The default cost models are kept per thread, the last `COST_MODELS_KEPT` built: a model
 prices each step as a pure function of its batch, so the next run of the same deployment (a
 sweep's next load, a capacity search's next probe, the app's next Run) prices exactly as a new
 one would, from memos already warm.
@@ -17,6 +17,7 @@ one would, from memos already warm.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -38,10 +39,19 @@ OutputFn = Callable[[SimOutput], None]  # receives each deployment's engine outp
 
 
 COST_MODELS_KEPT = 4  # a sweep's or the app's few deployments; each model's memos are bounded
-# (the specs it was built from, held so that their ids stay theirs; the model), by their ids
-# (the catalog hands out one object per name) and the deployment's value
-_cost_models: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], ServingCost]]
-_cost_models = OrderedDict()
+Kept = OrderedDict[tuple[object, ...], tuple[tuple[object, ...], ServingCost]]
+
+
+class _KeptModels(threading.local):
+    """Each thread's kept models (a model's memos are not shared between threads): (the specs
+    it was built from, held so that their ids stay theirs; the model), by their ids (the
+    catalog hands out one object per name) and the deployment's value."""
+
+    def __init__(self) -> None:
+        self.models: Kept = OrderedDict()
+
+
+_kept = _KeptModels()
 
 
 def default_cost_factory(
@@ -59,20 +69,21 @@ def default_cost_factory(
 
     specs = (model, gpu, profile, profile_gpu)
     key = (*(id(x) for x in specs), deployment)
-    kept = _cost_models.get(key)
+    models = _kept.models
+    kept = models.get(key)
     if kept is not None:
-        _cost_models.move_to_end(key)
+        models.move_to_end(key)
         return kept[1]
     cost = ServingCostModel(model, gpu, deployment, profile, profile_gpu=profile_gpu)
-    _cost_models[key] = (specs, cost)
-    if len(_cost_models) > COST_MODELS_KEPT:
-        _cost_models.popitem(last=False)
+    models[key] = (specs, cost)
+    if len(models) > COST_MODELS_KEPT:
+        models.popitem(last=False)
     return cost
 
 
 def forget_cost_models() -> None:
-    """Drop the kept cost models (the next runs build theirs anew, cold)."""
-    _cost_models.clear()
+    """Drop this thread's kept cost models (its next runs build theirs anew, cold)."""
+    _kept.models.clear()
 
 
 def _resolved(scenario: Scenario | ResolvedScenario) -> ResolvedScenario:

@@ -41,3 +41,19 @@ def test_models_are_kept_by_specs_and_deployment_and_the_oldest_goes() -> None:
         default_cost_factory(v3, h200, d.model_copy(update={"max_running_requests": 8 + n}), p)
     assert default_cost_factory(v3, h200, d, p) is not first
     forget_cost_models()
+
+
+def test_each_thread_keeps_its_own_models() -> None:
+    import threading
+
+    forget_cost_models()
+    v3, h200 = load_model("deepseek-v3"), load_gpu("h200")
+    d = Deployment(name="tp8", attn_tp=8, moe_tp=8)
+    here = default_cost_factory(v3, h200, d, None)
+    there: list[object] = []
+    t = threading.Thread(target=lambda: there.append(default_cost_factory(v3, h200, d, None)))
+    t.start()
+    t.join()
+    assert there and there[0] is not here  # memos are never shared between threads
+    assert default_cost_factory(v3, h200, d, None) is here
+    forget_cost_models()
