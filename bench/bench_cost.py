@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import json
 import time
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -43,13 +44,23 @@ class Keeping:
 
     def step_cost(self, batch: BatchShape) -> StepCost:
         self.n += 1
-        if self.n % self.every == 0:
-            self.kept.append(batch)
+        if self.n % self.every == 0:  # a decode-only step's columns are views into the
+            # running set, valid only until the step is applied: kept as copies
+            self.kept.append(kept_copy(batch))
         out: StepCost = self.cost.step_cost(batch)
         return out
 
     def __getattr__(self, name: str) -> Any:  # capacity, KV bytes: the model's own
         return getattr(self.cost, name)
+
+
+def kept_copy(b: BatchShape) -> BatchShape:
+    """`b` with its own copy of every column."""
+    own = {f.name: getattr(b, f.name) for f in fields(b)}
+    for name, v in own.items():
+        if isinstance(v, np.ndarray):
+            own[name] = v.copy()
+    return BatchShape(**own)
 
 
 def step_digest(h: Any, s: StepCost) -> None:
