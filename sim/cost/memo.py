@@ -59,6 +59,10 @@ class BoundedCache(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __contains__(self, key: object) -> bool:
+        """Whether `key` is stored (its place in the eviction order unchanged)."""
+        return key in self._entries
+
     def get(self, key: K, compute: Callable[[], V]) -> V:
         """The value stored for `key`, computing and storing it on a miss."""
         entries = self._entries

@@ -25,13 +25,14 @@ come within 0.6% (ranks within 0.7%, mean -0.01%: `tests/cost/test_mixed_rank.py
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
 
+from sim.cost.chunk_parts import chunk_parts
 from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.memo import BUCKETS_PER_OCTAVE, BoundedCache, centre
-from sim.cost.mixed_shape import MixedShape, halves, mixed_segments
+from sim.cost.mixed_shape import Chunk, MixedShape, halves, mixed_segments
 from sim.cost.overlap import moe_layers_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_work import (
@@ -78,6 +79,10 @@ class MixedWork:
         return weighted_merge((w, p.ops) for w, p in self.parts)
 
 
+def _same(part: Part) -> Part:
+    return part
+
+
 def _between(x: float) -> list[tuple[float, float]]:
     """`x` as weights on the bucket centres around it (one centre when it is one; 0 stays
     0): linear interpolation, exact at the centres, and monotone between them where the
@@ -109,6 +114,24 @@ class MixedRanks:
         self._works: BoundedCache[MixedShape, MixedWork] = BoundedCache(PART_MEMO_ENTRIES)
         # pieces of parts keyed by what sets them (`layer_ops.Memo`): the MTP passes' kernels
         self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(PART_MEMO_ENTRIES)
+
+    def prime(self, shapes: Sequence[MixedShape]) -> None:
+        """Price the chunk parts that `work` will need for `shapes` and the memo lacks, all
+        at once where that is exact (`sim.cost.chunk_parts`); the rest `work` prices as
+        before. The same parts either way."""
+        missing: dict[tuple[object, ...], tuple[Chunk, ...]] = {}
+        for shape in shapes:
+            wanted: tuple[object, ...] = ("chunks", shape.chunks)
+            if shape not in self._works and wanted not in self._parts:
+                missing[wanted] = shape.chunks
+        if len(missing) < 2:  # one set: op by op costs no more
+            return
+        keys: list[tuple[object, ...]] = list(missing)
+        priced = chunk_parts(self.pr, self.ctx, self.d, [missing[k] for k in keys])
+        for key, ops in zip(keys, priced, strict=True):
+            if ops is not None:
+                part = Part(ops, total_seconds(ops), moe_layers_s(self.ctx.model, ops))
+                self._parts.get(key, partial(_same, part))
 
     def work(self, shape: MixedShape) -> MixedWork:
         """The rank's work at `shape`: the sum of its parts, the token-level ones interpolated

@@ -67,6 +67,13 @@ class Pricer:
         free = self._shape_free[key]
         return self._rate(op, dtype) if free is None else free
 
+    def shape_free(self, op: Op, dtype: str = "bf16") -> Rate | None:
+        """`op`'s rate where the estimator prices every shape of its name alike (a roofline,
+        or a profile without its table), else None: work of many shapes can then be priced
+        at once, as arrays."""
+        self.rate(op, dtype)  # decides it for the op's name and dtype
+        return self._shape_free[(op.op, dtype)]
+
     def price(self, op: Op, dtype: str = "bf16", *, runs: Op | None = None) -> OpTime:
         """Seconds of `op`'s work (or of `runs`', the op a step runs where it reads other than
         the shape its table is read at: the experts actually touched) at `op`'s rate."""
