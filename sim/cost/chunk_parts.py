@@ -137,8 +137,7 @@ class _Sums:
         self.owner, self.n = np.repeat(np.arange(len(sizes)), sizes), len(sizes)
 
     def __call__(self, x: Array) -> Array:
-        out: Array = np.bincount(self.owner, weights=x, minlength=self.n)
-        return out
+        return np.bincount(self.owner, weights=x, minlength=self.n).astype(np.float64, copy=False)
 
 
 def _time(rate: Rate, compute_s: Array, memory_s: Array) -> Array:
