@@ -63,6 +63,13 @@ class BoundedCache(Generic[K, V]):
         """Whether `key` is stored (its place in the eviction order unchanged)."""
         return key in self._entries
 
+    def put(self, key: K, value: V) -> None:
+        """Store `value` for `key` (priced elsewhere, for a key not stored yet)."""
+        entries = self._entries
+        entries[key] = value
+        if len(entries) > self.max_entries:
+            entries.popitem(last=False)
+
     def get(self, key: K, compute: Callable[[], V]) -> V:
         """The value stored for `key`, computing and storing it on a miss."""
         entries = self._entries
@@ -70,9 +77,7 @@ class BoundedCache(Generic[K, V]):
             value = entries[key]
         except KeyError:
             value = compute()
-            entries[key] = value
-            if len(entries) > self.max_entries:
-                entries.popitem(last=False)
+            self.put(key, value)
             return value
         entries.move_to_end(key)
         return value

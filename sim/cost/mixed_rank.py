@@ -79,10 +79,6 @@ class MixedWork:
         return weighted_merge((w, p.ops) for w, p in self.parts)
 
 
-def _same(part: Part) -> Part:
-    return part
-
-
 def _between(x: float) -> list[tuple[float, float]]:
     """`x` as weights on the bucket centres around it (one centre when it is one; 0 stays
     0): linear interpolation, exact at the centres, and monotone between them where the
@@ -130,8 +126,8 @@ class MixedRanks:
         priced = chunk_parts(self.pr, self.ctx, self.d, [missing[k] for k in keys])
         for key, ops in zip(keys, priced, strict=True):
             if ops is not None:
-                part = Part(ops, total_seconds(ops), moe_layers_s(self.ctx.model, ops))
-                self._parts.get(key, partial(_same, part))
+                moe_s = moe_layers_s(self.ctx.model, ops)
+                self._parts.put(key, Part(ops, total_seconds(ops), moe_s))
 
     def work(self, shape: MixedShape) -> MixedWork:
         """The rank's work at `shape`: the sum of its parts, the token-level ones interpolated

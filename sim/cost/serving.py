@@ -210,7 +210,7 @@ class ServingCostModel:
         ops = {**crit_work.ops, **unit_ops}
         if self.deployment.lm_head == "unit":
             ops.update(unit_head_ops(self.pricer, self.ctx, self.deployment, self.gpu, batch))
-        duration = sum([t.seconds for t in ops.values()])  # a list: one call, same sum
+        duration = total_seconds(ops)
         saved = 0.0
         # SGLang splits a step into two micro-batches only when every busy DP rank runs the same
         # forward mode: all extend (a prefill chunk, decode requests alongside or not) or all
