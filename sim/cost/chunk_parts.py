@@ -22,11 +22,17 @@ from numpy.typing import NDArray
 from sim.cost import mla
 from sim.cost.attention_ops import MlaPrefill, MlaPrefillChunked
 from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
-from sim.cost.layer_ops import RankContext, compute_dtype, weight_excess_bytes
+from sim.cost.layer_ops import (
+    RankContext,
+    compute_dtype,
+    projection_shapes,
+    up_projection_width,
+    weight_excess_bytes,
+)
 from sim.cost.mixed_shape import Chunk
 from sim.cost.ops import BF16, Gemm, elem_bytes
 from sim.cost.pricing import Pricer
-from sim.cost.rate import SOURCE_RANK, ZERO, OpTime, Rate
+from sim.cost.rate import ZERO, OpTime, Rate, combine, scale
 from sim.specs.deployment import Deployment
 
 Ops = dict[str, OpTime]
@@ -81,49 +87,33 @@ def _priced(
     gpu = pr.gpu
     peak, hbm, e = gpu.peak_flops_per_s(dtype), gpu.hbm_bytes_per_s, elem_bytes(dtype)
 
-    def gemm_s(a: Array, kk: int, nn: int) -> Array:  # `Gemm.work` at `gemm_rate`, as arrays
-        flops = 2 * a * kk * nn
-        nbytes = e * (a * kk + kk * nn) + BF16 * a * nn + kk * nn * excess
-        return _time(gemm_rate, flops / peak, nbytes / hbm)
+    def gemm_s(a: Array, kk: int, nn: int) -> Array:  # `Gemm.work` of every m at `gemm_rate`
+        op = Gemm(m=a, k=kk, n=nn, weight_excess=excess)  # type: ignore[arg-type]
+        flops, nbytes = op.work(None, e)  # arrays, as `m` is
+        return _time(gemm_rate, np.asarray(flops) / peak, np.asarray(nbytes) / hbm)
 
-    # the expanded core (`MlaPrefill.work`) and the up-projection of the cached tokens
-    ka = k
-    qa = np.minimum(q, ka)
-    pairs = qa * ka - qa * (qa - 1.0) / 2.0  # `mla.causal_pairs`
+    # the expanded core (`MlaPrefill.work`, its sums per set) and the up-projection of the cache
     dk, ds, dv = mm.qk_nope_head_dim, mm.qk_rope_head_dim, mm.v_head_dim
-    core_flops = sums(pairs) * mla.expand_pair_flops(mm, int(h))
+    core_flops = sums(np.asarray(mla.causal_pairs(q, k))) * mla.expand_pair_flops(mm, int(h))
     core_bytes = BF16 * h * sums((q + k) * (dk + ds) + (k + q) * dv)
     core = _time(core_rate, core_flops / gpu.peak_flops_per_s("bf16"), core_bytes / hbm)
-    up = gemm_s(cached, mm.kv_lora_rank, h * (mm.qk_nope_head_dim + mm.v_head_dim))
-    prefill = up + core  # `combine(up, core)`
-    prefill_src = _weakest(gemm_rate.source, core_rate.source)
-    prefill_ext = gemm_rate.extrapolated or core_rate.extrapolated
+    up = gemm_s(cached, mm.kv_lora_rank, up_projection_width(c))
+    prefill = up + core  # `combine(up, core)`, its label that of any two such pieces
+    label = combine(_unit(gemm_rate), _unit(core_rate))
     layers = m.attention_layers
     mtp = bool(d.mtp_draft_tokens)
     proj = np.zeros(len(sets))
-    if mtp:  # the MTP layer's own projections (`mla_layer`'s `price_proj`)
-        d_model, qk = m.hidden_size, mm.qk_nope_head_dim + mm.qk_rope_head_dim
-        shapes = [
-            (mm.q_lora_rank or d_model, h * qk),
-            (d_model, (mm.q_lora_rank or 0) + mm.kv_lora_rank + mm.qk_rope_head_dim),
-            (h * mm.v_head_dim, d_model),
-        ]
-        if mm.output_gate:
-            shapes.append((d_model, h * mm.v_head_dim))
-        for kk, nn in shapes:
+    if mtp:  # the MTP layer's own projections
+        for kk, nn in projection_shapes(c):
             proj = proj + gemm_s(tokens, kk, nn)  # `combine`: 0 + each in turn
+    mtp_label = combine(_unit(gemm_rate), label)  # the projections' and the prefill's
     out = []
-    zero = OpTime(seconds=ZERO.seconds * layers, source=ZERO.source, extrapolated=False)
+    zero = scale(ZERO, layers)
     for i in range(len(sets)):
         p = float(prefill[i])
-        scaled = OpTime(seconds=p * layers, source=prefill_src, extrapolated=prefill_ext)
-        ops = {"mla_bmm": zero, "attn_decode": zero, "attn_prefill": scaled}
+        ops = {"mla_bmm": zero, "attn_decode": zero, "attn_prefill": _at(label, p * layers)}
         if mtp:
-            ops["mtp_prefill"] = OpTime(
-                seconds=float(proj[i]) + p,
-                source=_weakest(gemm_rate.source, prefill_src),
-                extrapolated=gemm_rate.extrapolated or prefill_ext,
-            )
+            ops["mtp_prefill"] = _at(mtp_label, float(proj[i]) + p)
         out.append(ops)
     return out
 
@@ -146,6 +136,10 @@ def _time(rate: Rate, compute_s: Array, memory_s: Array) -> Array:
     return out + rate.fixed_s
 
 
-def _weakest(first: str, second: str) -> str:
-    """`combine`'s label of two live pieces: the weaker source, the first on a tie."""
-    return first if SOURCE_RANK.get(first, 0) <= SOURCE_RANK.get(second, 0) else second
+def _unit(rate: Rate) -> OpTime:
+    """A live piece priced at `rate`: what `combine` reads of it to label a sum."""
+    return OpTime(seconds=1.0, source=rate.source, extrapolated=rate.extrapolated)
+
+
+def _at(label: OpTime, seconds: float) -> OpTime:
+    return OpTime(seconds=seconds, source=label.source, extrapolated=label.extrapolated)

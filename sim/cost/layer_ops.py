@@ -154,25 +154,13 @@ def mla_layer(
     `projections`), absorbed and expanded attention. With a `memo`, the projections and the
     absorbed bmm are kept by the tokens that set them."""
     mm = c.model.mla_spec
-    d, h = c.model.hidden_size, c.heads
+    h = c.heads
     ops: dict[str, OpTime] = {}
     if projections:
-        qk, t = mm.qk_nope_head_dim + mm.qk_rope_head_dim, s.tokens
-        q_in = mm.q_lora_rank or d
-        kv_a = mm.kv_lora_rank + mm.qk_rope_head_dim
-        # with a q LoRA, SGLang runs q_a and kv_a as one GEMM over the same input
-        # (`fused_qkv_a_proj_with_mqa`, d -> q_lora_rank + d_c + d_s: 7168 -> 2112 for
-        # DeepSeek-V3), one weight read and one launch; without one, q is projected from d
+        t = s.tokens
 
         def price_proj() -> OpTime:
-            proj = [
-                gemm(pr, c, t, q_in, h * qk),
-                gemm(pr, c, t, d, (mm.q_lora_rank or 0) + kv_a),
-                gemm(pr, c, t, h * mm.v_head_dim, d),
-            ]
-            if mm.output_gate:  # Kimi K3: sigmoid(x W_g) gates the heads' outputs before o_proj
-                proj.append(gemm(pr, c, t, d, h * mm.v_head_dim))
-            return combine(*proj)
+            return combine(*(gemm(pr, c, t, k, n) for k, n in projection_shapes(c)))
 
         ops["attn_proj"] = kept(memo, ("attn proj", t), price_proj)
 
@@ -204,8 +192,8 @@ def mla_layer(
         sel = s.path == code
         if not sel.any():
             continue
-        kv_b = h * (mm.qk_nope_head_dim + mm.v_head_dim)
-        prefill.append(gemm(pr, c, float(s.k[sel].sum()), mm.kv_lora_rank, kv_b))  # up-projection
+        up = up_projection_width(c)
+        prefill.append(gemm(pr, c, float(s.k[sel].sum()), mm.kv_lora_rank, up))  # up-projection
         over = _segments(c, s, sel)
         core = MlaPrefill.over(over, h)
         if code == EXPAND_CHUNKED:
@@ -214,6 +202,30 @@ def mla_layer(
     if prefill:
         ops["attn_prefill"] = combine(*prefill)
     return ops
+
+
+def projection_shapes(c: RankContext) -> list[tuple[int, int]]:
+    """(k, n) of each GEMM of an MLA layer's projections on one GPU of the rank, in order.
+    With a q LoRA, SGLang runs q_a and kv_a as one GEMM over the same input
+    (`fused_qkv_a_proj_with_mqa`, d -> q_lora_rank + d_c + d_s: 7168 -> 2112 for
+    DeepSeek-V3), one weight read and one launch; without one, q is projected from d."""
+    mm, d, h = c.model.mla_spec, c.model.hidden_size, c.heads
+    qk = mm.qk_nope_head_dim + mm.qk_rope_head_dim
+    kv_a = mm.kv_lora_rank + mm.qk_rope_head_dim
+    shapes = [
+        (mm.q_lora_rank or d, h * qk),
+        (d, (mm.q_lora_rank or 0) + kv_a),
+        (h * mm.v_head_dim, d),
+    ]
+    if mm.output_gate:  # Kimi K3: sigmoid(x W_g) gates the heads' outputs before o_proj
+        shapes.append((d, h * mm.v_head_dim))
+    return shapes
+
+
+def up_projection_width(c: RankContext) -> int:
+    """Output width of kv_b, the up-projection of the latent cache on one GPU of the rank."""
+    mm = c.model.mla_spec
+    return c.heads * (mm.qk_nope_head_dim + mm.v_head_dim)
 
 
 def _one_dense_path(s: RankSegments) -> tuple[int, bool] | None:
@@ -247,8 +259,7 @@ def _dense_cores(
         return ops
     ops["attn_decode"] = ZERO
     mm = c.model.mla_spec
-    kv_b = h * (mm.qk_nope_head_dim + mm.v_head_dim)
-    up = gemm(pr, c, float(s.k.sum()), mm.kv_lora_rank, kv_b)  # up-projection
+    up = gemm(pr, c, float(s.k.sum()), mm.kv_lora_rank, up_projection_width(c))
     core = MlaPrefill.over(every, h)
     if path == EXPAND_CHUNKED:
         core = MlaPrefillChunked.over(every, h, chunk_tokens=c.chunk_tokens)
