@@ -42,19 +42,25 @@ MAX_CHUNKS = 7
 
 
 def chunk_parts(
-    pr: Pricer, c: RankContext, d: Deployment, sets: Sequence[tuple[Chunk, ...]]
+    pr: Pricer,
+    c: RankContext,
+    d: Deployment,
+    sets: Sequence[tuple[Chunk, ...]],
+    attention_only: bool = False,
 ) -> list[Ops | None]:
-    """`chunk_ops` of each set of chunks (path, new tokens, context, samples), priced together;
-    None for a set left to `chunk_ops` (several paths, a path other than expand, more than
-    `MAX_CHUNKS` chunks) and for every set where a rate depends on shape."""
+    """`chunk_ops` of each set of chunks (path, new tokens, context, samples), priced together
+    (`attention_only`: `chunk_attention_ops`, without the MTP layer); None for a set left to
+    `chunk_ops` (several paths, a path other than expand, more than `MAX_CHUNKS` chunks) and
+    for every set where a rate depends on shape."""
     out: list[Ops | None] = [None] * len(sets)
     if c.model.attention != "mla" or not sets:
         return out
+    mtp = bool(d.mtp_draft_tokens) and not attention_only
     for path in (EXPAND, EXPAND_CHUNKED):
         picked = [i for i, s in enumerate(sets) if _one_path(s, path)]
         if not picked:
             continue
-        priced = _priced(pr, c, d, [sets[i] for i in picked], path)
+        priced = _priced(pr, c, [sets[i] for i in picked], path, mtp)
         if priced is None:
             return [None] * len(sets)  # rates that depend on shape: op by op, all of them
         for i, ops in zip(picked, priced, strict=True):
@@ -67,7 +73,7 @@ def _one_path(chunks: tuple[Chunk, ...], path: int) -> bool:
 
 
 def _priced(
-    pr: Pricer, c: RankContext, d: Deployment, sets: list[tuple[Chunk, ...]], path: int
+    pr: Pricer, c: RankContext, sets: list[tuple[Chunk, ...]], path: int, mtp: bool
 ) -> list[Ops] | None:
     m, mm, h = c.model, c.model.mla_spec, c.heads
     dtype = compute_dtype(c.weight_dtype)
@@ -101,7 +107,6 @@ def _priced(
     prefill = up + core  # `combine(up, core)`, its label that of any two such pieces
     label = combine(_unit(gemm_rate), _unit(core_rate))
     layers = m.attention_layers
-    mtp = bool(d.mtp_draft_tokens)
     proj = np.zeros(len(sets))
     if mtp:  # the MTP layer's own projections
         for kk, nn in projection_shapes(c):

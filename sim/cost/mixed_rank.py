@@ -52,6 +52,8 @@ from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 
 PART_MEMO_ENTRIES = 50_000
+# a step's split shapes, kept until their halves are priced (and for the shapes that repeat)
+SPLIT_MEMO_ENTRIES = 4_096
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,10 @@ class MixedRanks:
         # (the app's default What-if: 113 distinct shapes in 568 chunk ranks on TP8, 23 in 570
         # on DP8), and its work is a pure function of it
         self._works: BoundedCache[MixedShape, MixedWork] = BoundedCache(PART_MEMO_ENTRIES)
+        # each shape's two micro-batches, by its decode groups and chunks (`halves`)
+        self._splits: BoundedCache[tuple[object, ...], tuple[MixedShape, MixedShape]] = (
+            BoundedCache(SPLIT_MEMO_ENTRIES)
+        )
         # pieces of parts keyed by what sets them (`layer_ops.Memo`): the MTP passes' kernels
         self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(PART_MEMO_ENTRIES)
 
@@ -120,10 +126,30 @@ class MixedRanks:
             wanted: tuple[object, ...] = ("chunks", shape.chunks)
             if shape not in self._works and wanted not in self._parts:
                 missing[wanted] = shape.chunks
+        self._price_together(missing, attention_only=False)
+
+    def prime_halves(self, shapes: Sequence[MixedShape]) -> None:
+        """`prime` for `halves_moe_s` of `shapes`: the chunk attention of each one's two
+        micro-batches that the memo lacks, all at once where that is exact."""
+        missing: dict[tuple[object, ...], tuple[Chunk, ...]] = {}
+        for shape in shapes:
+            if (shape.decode, shape.chunks) in self._halves:
+                continue
+            for half in self._split(shape):
+                wanted: tuple[object, ...] = ("chunk attention", half.chunks)
+                if half.chunks and wanted not in self._parts:
+                    missing[wanted] = half.chunks
+        self._price_together(missing, attention_only=True)
+
+    def _price_together(
+        self, missing: dict[tuple[object, ...], tuple[Chunk, ...]], attention_only: bool
+    ) -> None:
+        """Store the parts `chunk_parts` prices exactly of the `missing` chunk sets (by key)."""
         if len(missing) < 2:  # one set: op by op costs no more
             return
         keys: list[tuple[object, ...]] = list(missing)
-        priced = chunk_parts(self.pr, self.ctx, self.d, [missing[k] for k in keys])
+        sets = [missing[k] for k in keys]
+        priced = chunk_parts(self.pr, self.ctx, self.d, sets, attention_only)
         for key, ops in zip(keys, priced, strict=True):
             if ops is not None:
                 moe_s = moe_layers_s(self.ctx.model, ops)
@@ -197,11 +223,16 @@ class MixedRanks:
         """The rank's own work in the MoE layers of each of its two micro-batches."""
 
         def price() -> tuple[float, float]:
-            first, second = halves(shape)
+            first, second = self._split(shape)
             return self.moe_s(first), self.moe_s(second)
 
         # the halves are split from the shape's decode groups and chunks alone
         return self._halves.get((shape.decode, shape.chunks), price)
+
+    def _split(self, shape: MixedShape) -> tuple[MixedShape, MixedShape]:
+        """`halves(shape)`, memoised by what it depends on (`prime_halves` splits the shapes
+        whose halves it prices, `halves_moe_s` then finds them)."""
+        return self._splits.get((shape.decode, shape.chunks), partial(halves, shape))
 
     def _token_parts(self, shape: MixedShape) -> list[tuple[float, Part]]:
         """The token-level parts (projections, router, shared experts, dense MLP, TP
