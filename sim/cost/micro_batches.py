@@ -41,7 +41,7 @@ def split_in_two(s: RankSegments) -> tuple[RankSegments, RankSegments]:
     lens = s.q[order]
     cum = np.cumsum(lens)
     total = float(cum[-1])
-    cut = _balanced_index(cum, total)
+    cut = balanced_index(cum, total)
     left = float(cum[cut - 1]) if cut > 0 else 0.0
     t = TBO_TOKEN_DISTRIBUTION_THRESHOLD
     if t * total <= left <= (1.0 - t) * total:
@@ -62,7 +62,7 @@ def split_in_two(s: RankSegments) -> tuple[RankSegments, RankSegments]:
     return first, second
 
 
-def _balanced_index(cum: np.ndarray, total: float) -> int:
+def balanced_index(cum: np.ndarray, total: float) -> int:
     """SGLang's `_split_array_by_balanced_sum`: the split index in 1..n-1 whose left sum comes
     closest to half (the later one of a tie), 0 for a single segment."""
     if len(cum) < 2:
