@@ -254,10 +254,10 @@ class _Sides:
         chunks = self.chunks[min(a, c) : min(b, c)]
         counts: dict[tuple[int, float, float], int] = {}
         start = c
-        for p, w, n, k in self.groups:  # each group's requests that fall in the run
+        for p, w, n, ctx in self.groups:  # each group's requests that fall in the run
             inside = min(b, start + n) - max(a, start)
             if inside > 0:
-                key = (int(p), float(w), float(k))
+                key = (int(p), float(w), float(ctx))
                 counts[key] = counts.get(key, 0) + inside
             start += n
         q, k, path = self.lens[a:b], self.ks[a:b], self.paths[a:b]
@@ -278,7 +278,7 @@ class _Sides:
         decode_q = self.lens[max(a, c) : b]
         expand = (path == EXPAND) | (path == EXPAND_CHUNKED)
         return MixedShape(
-            decode=tuple((p, w, n, k_) for (p, w, k_), n in sorted(counts.items())),
+            decode=tuple((p, w, n, ctx) for (p, w, ctx), n in sorted(counts.items())),
             chunks=tuple(chunks),
             tokens=float(q.sum()),
             expanded=round_to_bucket(float(k[expand].sum())),
@@ -288,7 +288,6 @@ class _Sides:
 
 def halves_by_segments(shape: MixedShape) -> tuple[MixedShape, MixedShape]:
     """`halves` by way of the segments the shape stands for, one request at a time."""
-
     out = []
     for part in split_in_two(mixed_segments(shape)):
         dec = part.is_decode
