@@ -206,7 +206,7 @@ class MixedRanks:
                 1.0,
                 self._part(
                     ("decode attention", shape.decode),
-                    lambda: decode_attention_ops(pr, c, self._decode(shape)),
+                    lambda: decode_attention_ops(pr, c, self._decode(shape), self._pieces.get),
                 ),
             ),
             (

@@ -150,7 +150,7 @@ def decode_ops(
     attention cores and absorbed bmm, and the MTP draft passes over them (`memo`: see
     `mtp_module`)."""
     assert s.is_decode.all()
-    ops = _attention_ops(pr, c, s)
+    ops = _attention_ops(pr, c, s, memo)
     if d.mtp_draft_tokens and len(s.q):
         rows = float(len(s.q)) if d.lm_head == "rank" else 0.0
         passes = draft_passes(d.mtp_draft_tokens)
@@ -279,10 +279,12 @@ def weighted_merge(parts: Iterable[tuple[float, Ops]]) -> Ops:
     return out
 
 
-def decode_attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
+def decode_attention_ops(
+    pr: Pricer, c: RankContext, s: RankSegments, memo: Memo | None = None
+) -> Ops:
     """`decode_ops` but the MTP draft passes: the decode segments' attention cores alone."""
     assert s.is_decode.all()
-    return _attention_ops(pr, c, s)
+    return _attention_ops(pr, c, s, memo)
 
 
 def chunk_attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
@@ -292,15 +294,18 @@ def chunk_attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
     return _attention_ops(pr, c, s)
 
 
-def _attention_ops(pr: Pricer, c: RankContext, s: RankSegments) -> Ops:
-    """One layer's attention cores over `s`, every layer (its projections are `token_ops`')."""
-    layer = _layer(pr, c, s, projections=False)
+def _attention_ops(pr: Pricer, c: RankContext, s: RankSegments, memo: Memo | None = None) -> Ops:
+    """One layer's attention cores over `s`, every layer (its projections are `token_ops`');
+    with a `memo`, the absorbed bmm kept by its tokens (`mla_layer`)."""
+    layer = _layer(pr, c, s, projections=False, memo=memo)
     return {name: scale(t, c.model.attention_layers) for name, t in layer.items()}
 
 
-def _layer(pr: Pricer, c: RankContext, s: RankSegments, projections: bool = True) -> Ops:
+def _layer(
+    pr: Pricer, c: RankContext, s: RankSegments, projections: bool = True, memo: Memo | None = None
+) -> Ops:
     if c.model.attention == "mla":
-        return mla_layer(pr, c, s, projections)
+        return mla_layer(pr, c, s, projections, memo)
     return gqa_layer(pr, c, s, projections)
 
 
