@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 
 from sim.cost.chunk_parts import chunk_parts
+from sim.cost.kernel_parts import kernel_parts
 from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.memo import BUCKETS_PER_OCTAVE, BoundedCache, centre
 from sim.cost.mixed_shape import Chunk, MixedShape, halves, mixed_segments
@@ -122,16 +123,22 @@ class MixedRanks:
         at once where that is exact (`sim.cost.chunk_parts`); the rest `work` prices as
         before. The same parts either way."""
         missing: dict[tuple[object, ...], tuple[Chunk, ...]] = {}
+        kernels: dict[tuple[object, ...], tuple[float, float]] = {}
         for shape in shapes:
+            if shape in self._works:
+                continue
             wanted: tuple[object, ...] = ("chunks", shape.chunks)
-            if shape not in self._works and wanted not in self._parts:
+            if wanted not in self._parts:
                 missing[wanted] = shape.chunks
+            self._missing_kernels(shape, kernels)
         self._price_together(missing, attention_only=False)
+        self._price_kernels_together(kernels)
 
     def prime_halves(self, shapes: Sequence[MixedShape]) -> None:
         """`prime` for `halves_moe_s` of `shapes`: the chunk attention of each one's two
         micro-batches that the memo lacks, all at once where that is exact."""
         missing: dict[tuple[object, ...], tuple[Chunk, ...]] = {}
+        kernels: dict[tuple[object, ...], tuple[float, float]] = {}
         for shape in shapes:
             if (shape.decode, shape.chunks) in self._halves:
                 continue
@@ -139,7 +146,32 @@ class MixedRanks:
                 wanted: tuple[object, ...] = ("chunk attention", half.chunks)
                 if half.chunks and wanted not in self._parts:
                     missing[wanted] = half.chunks
+                self._missing_kernels(half, kernels)
         self._price_together(missing, attention_only=True)
+        self._price_kernels_together(kernels)
+
+    def _missing_kernels(
+        self, shape: MixedShape, into: dict[tuple[object, ...], tuple[float, float]]
+    ) -> None:
+        """Add the memory-bound kernel parts `_token_parts` will need for `shape` and the memo
+        lacks, by key: (tokens at a bucket centre, expanded tokens)."""
+        for _, t in _between(shape.tokens):
+            key: tuple[object, ...] = ("elementwise", t, shape.expanded)
+            if key not in self._parts:
+                into[key] = (t, shape.expanded)
+
+    def _price_kernels_together(
+        self, missing: dict[tuple[object, ...], tuple[float, float]]
+    ) -> None:
+        """Store the kernel parts `kernel_parts` prices exactly of the `missing` pairs."""
+        if len(missing) < 2:  # one pair: kernel by kernel costs no more
+            return
+        keys = list(missing)
+        priced = kernel_parts(self.pr, self.ctx, self.d.engine, [missing[k] for k in keys])
+        for key, ops in zip(keys, priced, strict=True):
+            if ops is not None:
+                moe_s = moe_layers_s(self.ctx.model, ops)
+                self._parts.put(key, Part(ops, total_seconds(ops), moe_s))
 
     def _price_together(
         self, missing: dict[tuple[object, ...], tuple[Chunk, ...]], attention_only: bool

@@ -127,7 +127,7 @@ def elementwise_ops(
     """The rank's memory-bound kernels: set by its tokens, the cached tokens its expand-path
     chunks up-project (`expanded`) and whether it runs decodes only (an engine's fusions of
     graph-replayed decode), which is all `rank_elementwise` reads of its segments."""
-    one = _token_segment(tokens, expanded, all_decode)
+    one = token_segment(tokens, expanded, all_decode)
     return {"elementwise": rank_elementwise(pr, c, one, engine)}
 
 
@@ -190,7 +190,7 @@ def chunk_token_ops(
     if not d.mtp_draft_tokens or tokens <= 0:
         return {}
     m = c.model
-    one = _token_segment(tokens, expanded)
+    one = token_segment(tokens, expanded)
     part = combine(
         *ffn_rank_ops(pr, c, tokens, dense=False).values(),
         _draft_elementwise(pr, c, one, memo),
@@ -200,7 +200,7 @@ def chunk_token_ops(
     return {"mtp_prefill": part}
 
 
-def _token_segment(tokens: float, expanded: float, all_decode: bool | None = None) -> RankSegments:
+def token_segment(tokens: float, expanded: float, all_decode: bool | None = None) -> RankSegments:
     """One segment standing for a rank's `tokens`, with `expanded` cached tokens on the
     expand path, decode-only if `all_decode` (default: when nothing is expanded): all the
     memory-bound kernels read of a rank's segments."""
