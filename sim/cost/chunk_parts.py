@@ -96,13 +96,13 @@ def _priced(
     def gemm_s(a: Array, kk: int, nn: int) -> Array:  # `Gemm.work` of every m at `gemm_rate`
         op = Gemm(m=a, k=kk, n=nn, weight_excess=excess)  # type: ignore[arg-type]
         flops, nbytes = op.work(None, e)  # arrays, as `m` is
-        return _time(gemm_rate, np.asarray(flops) / peak, np.asarray(nbytes) / hbm)
+        return gemm_rate.times(np.asarray(flops) / peak, np.asarray(nbytes) / hbm)
 
     # the expanded core (`MlaPrefill.work`, its sums per set) and the up-projection of the cache
     dk, ds, dv = mm.qk_nope_head_dim, mm.qk_rope_head_dim, mm.v_head_dim
     core_flops = sums(np.asarray(mla.causal_pairs(q, k))) * mla.expand_pair_flops(mm, int(h))
     core_bytes = BF16 * h * sums((q + k) * (dk + ds) + (k + q) * dv)
-    core = _time(core_rate, core_flops / gpu.peak_flops_per_s("bf16"), core_bytes / hbm)
+    core = core_rate.times(core_flops / gpu.peak_flops_per_s("bf16"), core_bytes / hbm)
     up = gemm_s(cached, mm.kv_lora_rank, up_projection_width(c))
     prefill = up + core  # `combine(up, core)`, its label that of any two such pieces
     label = combine(_unit(gemm_rate), _unit(core_rate))
@@ -133,12 +133,6 @@ class _Sums:
 
     def __call__(self, x: Array) -> Array:
         return np.bincount(self.owner, weights=x, minlength=self.n).astype(np.float64, copy=False)
-
-
-def _time(rate: Rate, compute_s: Array, memory_s: Array) -> Array:
-    """`Rate.time` of arrays of work: the slower resource plus the fixed seconds."""
-    out: Array = np.maximum(rate.compute_s_per_s * compute_s, rate.memory_s_per_s * memory_s)
-    return out + rate.fixed_s
 
 
 def _unit(rate: Rate) -> OpTime:

@@ -134,11 +134,17 @@ def router_bytes(experts: int, topk: int) -> float:
 IN_FUSED_MOE = frozenset({"routed_silu_mul", "routed_silu_mul_quant", "routed_quant_down_input"})
 
 
-def kernel_time(pr: Pricer, k: Kernel) -> OpTime:
-    """One run of kernel `k`: from a measured elementwise table where the profile has one, else
-    at the deployment's roofline fallback (which carries the engine's per-kernel figure)."""
+def kernel_op(pr: Pricer) -> type[Elementwise]:
+    """The op a memory-bound kernel is priced as: `Elementwise` from a measured elementwise
+    table where the profile has one, else `ElementwiseKernel` at the deployment's roofline
+    fallback (which carries the engine's per-kernel figure)."""
     measured = pr.has_table(ELEMENTWISE) or pr.fallback is None
-    op = (Elementwise if measured else ElementwiseKernel)(tokens=k.tokens, width=k.width)
+    return Elementwise if measured else ElementwiseKernel
+
+
+def kernel_time(pr: Pricer, k: Kernel) -> OpTime:
+    """One run of kernel `k`, priced as `kernel_op` says."""
+    op = kernel_op(pr)(tokens=k.tokens, width=k.width)
     t = pr.price(op)
     if k.launched:
         return t

@@ -20,13 +20,18 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.cost.elementwise import GEMM_INPUT_QUANTS, Kernel, quant_in_gemm_table, rank_kernels
+from sim.cost.elementwise import (
+    GEMM_INPUT_QUANTS,
+    Kernel,
+    kernel_op,
+    quant_in_gemm_table,
+    rank_kernels,
+)
 from sim.cost.layer_ops import RankContext
-from sim.cost.ops import BF16, Elementwise, ElementwiseKernel
+from sim.cost.ops import BF16
 from sim.cost.pricing import Pricer
 from sim.cost.rank_work import Ops, token_segment
 from sim.cost.rate import ZERO, OpTime
-from sim.specs.profile import ELEMENTWISE
 
 Array = NDArray[np.float64]
 # two probes of (tokens, expanded tokens), distinct from each other and from every product of
@@ -41,8 +46,7 @@ def kernel_parts(
     rank with chunks: not decode-only), priced together; None for every pair where the
     kernels' rate depends on shape, and for a kind of pair whose kernels read other rows."""
     out: list[Ops | None] = [None] * len(pairs)
-    measured = pr.has_table(ELEMENTWISE) or pr.fallback is None
-    kind = Elementwise if measured else ElementwiseKernel
+    kind = kernel_op(pr)
     rate = pr.shape_free(kind(tokens=1.0, width=1.0))
     if rate is None or not pairs:
         return out
@@ -55,14 +59,13 @@ def kernel_parts(
         x = np.array([pairs[i][1] for i in picked], dtype=np.float64)
         total = np.zeros(len(picked))
         live = np.zeros(len(picked), dtype=bool)
-        hbm = pr.gpu.hbm_bytes_per_s
+        hbm, peak = pr.gpu.hbm_bytes_per_s, pr.gpu.peak_flops_per_s("bf16")
         for k, reads_expanded in kernels:
             if k.layers <= 0:
                 continue
             rows = x if reads_expanded else t
-            memory_s = 2 * BF16 * rows * k.width / hbm  # `Elementwise.work` over the bandwidth
-            seconds = np.maximum(rate.compute_s_per_s * 0.0, rate.memory_s_per_s * memory_s)
-            seconds = seconds + rate.fixed_s
+            flops, nbytes = kind(tokens=rows, width=k.width).work(None, BF16)  # type: ignore[arg-type]
+            seconds = rate.times(np.asarray(flops) / peak, np.asarray(nbytes) / hbm)
             if not k.launched:  # inside another kernel: its bytes, not its fixed part
                 seconds = seconds - rate.fixed_s
             seconds = seconds * k.layers  # `scale`

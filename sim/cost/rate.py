@@ -17,6 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 SOURCE_RANK = {"roofline": 0, "published": 1, "measured": 2}
 
 
@@ -62,6 +65,13 @@ class Rate:
         return OpTime(
             seconds=seconds + self.fixed_s, source=self.source, extrapolated=self.extrapolated
         )
+
+    def times(
+        self, compute_s: NDArray[np.float64], memory_s: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """`time`'s seconds of arrays of work, element by element: the same floats."""
+        seconds = np.maximum(self.compute_s_per_s * compute_s, self.memory_s_per_s * memory_s)
+        return seconds + self.fixed_s  # type: ignore[no-any-return]
 
 
 def combine(*times: OpTime) -> OpTime:
