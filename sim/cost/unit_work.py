@@ -12,13 +12,13 @@ import numpy as np
 from sim.cost.batch import BatchShape
 from sim.cost.comm_ops import CommLoad, draft_comm, layer_comm_ops, unit_comm_ops
 from sim.cost.dense import unit_dense_ops
-from sim.cost.elementwise import routed_elementwise
 from sim.cost.head import sampled_rows, unit_head
 from sim.cost.layer_ops import Memo, RankContext, kept
 from sim.cost.memo import round_to_bucket
 from sim.cost.pricing import Pricer
 from sim.cost.rate import ZERO, OpTime, combine, scale
 from sim.cost.routed import routed_gemms
+from sim.cost.routed_elementwise import routed_elementwise
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec

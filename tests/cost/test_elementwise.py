@@ -15,6 +15,7 @@ from sim.cost.dispatch import ABSORB, EXPAND
 from sim.cost.experts import busiest_gpu_tokens
 from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.pricing import Pricer
+from sim.cost.routed_elementwise import routed_kernels
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 from sim.specs.profile import SCHEMA_VERSION, DeviceInfo, OpPoint, OpTable, Profile
@@ -139,11 +140,11 @@ def test_routed_activation_on_the_busiest_gpu() -> None:
     busiest = busiest_gpu_tokens(
         1024 * 8, 256, d.ep, d.expert_zipf_exponent, d.eplb_redundant_experts, 8
     )
-    fused = ew.routed_kernels(V3, d, 1024, decode_only=True)
+    fused = routed_kernels(V3, d, 1024, decode_only=True)
     assert [k.name for k in fused] == ["routed_silu_mul_quant"]
     assert fused[0].tokens == pytest.approx(busiest)
     assert fused[0].bytes_per_token == pytest.approx(2 * 2 * 2048 + 2048 * (1 + 4 / 128))
-    bf16 = ew.routed_kernels(V3, dp(weight_dtype="bf16"), 1024, decode_only=True)
+    bf16 = routed_kernels(V3, dp(weight_dtype="bf16"), 1024, decode_only=True)
     assert [(k.name, k.bytes_per_token) for k in bf16] == [("routed_silu_mul", 6 * 2048)]
 
 
@@ -154,7 +155,7 @@ def test_prefill_steps_add_deepep_normal_mode_kernels() -> None:
     busiest = busiest_gpu_tokens(
         1024 * 8, 256, d.ep, d.expert_zipf_exponent, d.eplb_redundant_experts, 8
     )
-    split = {k.name: k for k in ew.routed_kernels(V3, d, 1024, False, sender_tokens=64)}
+    split = {k.name: k for k in routed_kernels(V3, d, 1024, False, sender_tokens=64)}
     assert list(split) == [
         "routed_silu_mul", "routed_quant_down_input", "quant_dispatch_input", "ep_scatter",
         "ep_gather",
@@ -164,7 +165,7 @@ def test_prefill_steps_add_deepep_normal_mode_kernels() -> None:
     assert split["ep_scatter"].tokens == pytest.approx(busiest)
     assert split["ep_scatter"].bytes_per_token == pytest.approx(2 * (1 + 4 / 128) * 7168)
     assert split["ep_gather"].bytes_per_token == 4 * 7168
-    one_gpu = ew.routed_kernels(V3, dp(nodes=1, moe_ep=1, moe_tp=8), 1024, False, sender_tokens=64)
+    one_gpu = routed_kernels(V3, dp(nodes=1, moe_ep=1, moe_tp=8), 1024, False, sender_tokens=64)
     assert [k.name for k in one_gpu] == ["routed_silu_mul", "routed_quant_down_input"]
 
 

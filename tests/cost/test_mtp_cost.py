@@ -70,9 +70,9 @@ def test_the_draft_extend_runs_over_the_verify_width() -> None:
     shared_m = sorted(m for k, n, m in calls if (k, n) == (shared, V3.hidden_size))
     assert shared_m == [requests, 3 * requests, 3 * requests]  # draft pass, extend, target
     # the module's routed experts follow: one pass over 3 tokens per request, one over 1
-    from sim.cost.elementwise import routed_elementwise
     from sim.cost.memo import round_to_bucket
     from sim.cost.routed import routed_gemms
+    from sim.cost.routed_elementwise import routed_elementwise
 
     def routed(tokens: float) -> float:
         act = routed_elementwise(cm.pricer, V3, cm.deployment, tokens, True)

@@ -1,4 +1,4 @@
-"""TensorRT-LLM's measured MoE module in a prefill step (`sim.cost.elementwise.routed_elementwise`):
+"""TensorRT-LLM's measured MoE module in a prefill step (`routed_elementwise.routed_elementwise`):
 the table times the engine's whole MoE forward, so no routed kernel is priced beside it."""
 
 from __future__ import annotations
