@@ -15,7 +15,8 @@ TESTS = ROOT / "tests"
 #   fuzz       generated inputs across every layer (`make fuzz`, issue #25's reproducers)
 #   structure  checks on the source tree itself (import direction, this layout)
 #   fixtures   data files the tests read, no test code
-EXCEPTIONS = {"fuzz", "structure", "fixtures"}
+#   bench      the helpers of `bench/`'s scripts (`make bench`), which are scripts, not a package
+EXCEPTIONS = {"fuzz", "structure", "fixtures", "bench"}
 # files directly under tests/: the shared fixtures and the shared scenario builders
 TOP_LEVEL = {"conftest.py", "builders.py"}
 

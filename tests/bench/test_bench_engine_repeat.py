@@ -1,0 +1,43 @@
+"""`bench/bench_engine.py --repeat`: the fastest of a case's repeats; repeats must agree."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_engine.py"
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_engine_under_test", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(b: ModuleType, cpu_s: float, steps: int = 100, digest: str = "d1") -> object:
+    return b.CaseResult(
+        name="decode", summary={"steps": steps, "digest": digest}, cpu_s=cpu_s, cost_cpu_s=0.0,
+        wall_s=cpu_s, steps=steps, events=steps, request_steps=steps, batch_per_rank=1.0,
+    )  # fmt: skip
+
+
+def test_fastest_is_the_least_cpu_and_spread_reports_the_range() -> None:
+    b = _bench()
+    runs = [_run(b, 0.9), _run(b, 0.5), _run(b, 0.7)]
+    assert b.fastest(runs) is runs[1]
+    # 5,000 / 7,000 / 9,000 us per step over 100 steps
+    assert b.spread(runs) == "; 3 runs 5,000-9,000 us per step, median 7,000"
+    assert b.spread(runs[:1]) == ""
+
+
+def test_repeats_that_simulate_differently_stop_the_bench() -> None:
+    b = _bench()
+    with pytest.raises(SystemExit, match="digest"):
+        b.fastest([_run(b, 0.5), _run(b, 0.4, digest="d2")])
