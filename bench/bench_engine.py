@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,12 +209,16 @@ def run_case(name: str, d: Deployment, cost_kind: str, rate: float, output_mean:
     )  # fmt: skip
 
 
+def summary_diff(want: dict[str, Any], got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The figures of `got` that differ from `want`: (wanted, got) by name."""
+    return {k: (want.get(k), v) for k, v in got.items() if want.get(k) != v}
+
+
 def fastest(runs: list[CaseResult]) -> CaseResult:
     """The run of one case with the least CPU, after checking that every run simulated the same
     (a case is deterministic: repeats differ in CPU time only)."""
     for r in runs[1:]:
-        if r.summary != runs[0].summary:
-            diff = {k: (v, r.summary[k]) for k, v in runs[0].summary.items() if r.summary[k] != v}
+        if diff := summary_diff(runs[0].summary, r.summary):
             raise SystemExit(f"{r.name}: repeated runs simulated different results {diff}")
     return min(runs, key=lambda r: r.cpu_s)
 
@@ -223,7 +228,7 @@ def spread(runs: list[CaseResult]) -> str:
     if len(runs) < 2:
         return ""
     us = sorted(r.cpu_us_per_step for r in runs)
-    low, high, median = us[0], us[-1], us[len(us) // 2]
+    low, high, median = us[0], us[-1], statistics.median(us)
     return f"; {len(runs)} runs {low:,.0f}-{high:,.0f} us per step, median {median:,.0f}"
 
 
@@ -241,7 +246,7 @@ def check_stored(results: list[CaseResult], key: str, update: bool) -> bool:
         if want is None:
             print(f"stored summary       : none for {key}/{r.name} (run with --update)")
             continue
-        diff = {k: (want.get(k), v) for k, v in r.summary.items() if want.get(k) != v}
+        diff = summary_diff(want, r.summary)
         verdict = "identical" if not diff else f"DIFFERS {diff}"
         print(f"stored summary       : {r.name} {verdict}")
         ok = ok and not diff
@@ -265,10 +270,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error(f"--repeat must be at least 1, got {args.repeat}")
-    colocated = DEPLOYMENT.model_copy(update={"name": "dp144_ep144_colocated",
-                                              "role": "colocated"})  # fmt: skip
     plan = [("decode", DEPLOYMENT, args.duration_s, args.warmup_s)]
     if args.colocated_s > 0:
+        colocated = DEPLOYMENT.model_copy(update={"name": "dp144_ep144_colocated",
+                                                  "role": "colocated"})  # fmt: skip
         plan.append(("colocated", colocated, args.colocated_s, args.colocated_s / 4))
         # the decode unit over the same first seconds: the same arrivals, a comparable batch
         plan.append(("decode_short", DEPLOYMENT, args.colocated_s, args.colocated_s / 4))

@@ -34,6 +34,7 @@ def test_fastest_is_the_least_cpu_and_spread_reports_the_range() -> None:
     assert b.fastest(runs) is runs[1]
     # 5,000 / 7,000 / 9,000 us per step over 100 steps
     assert b.spread(runs) == "; 3 runs 5,000-9,000 us per step, median 7,000"
+    assert b.spread(runs[:2]) == "; 2 runs 5,000-9,000 us per step, median 7,000"
     assert b.spread(runs[:1]) == ""
 
 
