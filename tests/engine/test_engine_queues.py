@@ -67,3 +67,60 @@ def test_arrivals_on_empty_queues_and_on_longer_ones_queue_alike() -> None:
     _heads_match(q)
     assert [q.ids(r) for r in range(5)] == [[], [1, 2], [], [], [4]]
     assert q.queued_pages.tolist() == [0, 6, 0, 0, 3]
+
+
+def test_random_operations_match_a_list_per_rank() -> None:
+    """Every operation, in a random mix, against the plainest model of it: a Python list per
+    rank. The slot pool is small to start with, so it grows, and reuses what pops free."""
+    rng = np.random.default_rng(7)
+    ranks = 6
+    q = RankQueues(ranks, slots=4)
+    model: list[list[tuple[int, int, int]]] = [[] for _ in range(ranks)]
+    next_id = 0
+    for _ in range(400):
+        op = rng.integers(4)
+        busy = [r for r in range(ranks) if model[r]]
+        if op == 0 or not busy:  # arrivals, some ranks more than once
+            n = int(rng.integers(1, 9))
+            at = rng.integers(0, ranks, n)
+            ids = np.arange(next_id, next_id + n)
+            pages, tokens = rng.integers(1, 50, n), rng.integers(0, 3, n) * 100
+            next_id += n
+            q.push_many(at, ids, pages, tokens)
+            for r, e in zip(
+                at.tolist(),
+                zip(ids.tolist(), pages.tolist(), tokens.tolist(), strict=True),
+                strict=True,
+            ):
+                model[r].append(e)
+        elif op == 1:  # admitted heads
+            pick = rng.choice(busy, size=int(rng.integers(1, len(busy) + 1)), replace=False)
+            q.pop_heads(np.sort(pick))
+            for r in pick.tolist():
+                model[r].pop(0)
+        elif op == 2:  # a preemption puts requests back ahead of the queue
+            r = int(rng.integers(ranks))
+            n = int(rng.integers(1, 4))
+            back = [(next_id + k, int(rng.integers(1, 9)), 0) for k in range(n)]
+            next_id += len(back)
+            q.push_front(r, list(back))
+            model[r][:0] = back
+        else:  # walks admitting several entries of a few ranks
+            pick = rng.choice(busy, size=int(rng.integers(1, len(busy) + 1)), replace=False)
+            counts = [int(rng.integers(1, len(model[r]) + 1)) for r in pick.tolist()]
+            q.drop_fronts(pick.tolist(), counts)
+            for r, k in zip(pick.tolist(), counts, strict=True):
+                del model[r][:k]
+        assert [list(q.front(r)) for r in range(ranks)] == model
+        _heads_match(q)
+    live = sum(len(m) for m in model)
+    assert q._slot.shape[1] <= 2 * max(live, 64)  # freed slots are reused, not leaked
+
+
+def test_slot_pool_stays_at_the_most_entries_queued_at_once() -> None:
+    q = RankQueues(2, slots=8)
+    for i in range(1_000):  # 5 queued behind each head, 5 admitted, again and again
+        six = np.zeros(6, dtype=np.int64)
+        q.push_many(six, np.arange(6) + 6 * i, six + 1, six)
+        q.drop_fronts([0], [6])
+    assert q.length.tolist() == [0, 0] and q._slot.shape[1] == 8
