@@ -70,6 +70,15 @@ class BoundedCache(Generic[K, V]):
         if len(entries) > self.max_entries:
             entries.popitem(last=False)
 
+    def find(self, key: K) -> V | None:
+        """The value stored for `key` (now the most recently used), or None: for a memo whose
+        values are never None, a hit without building the function a miss would call."""
+        value = self._entries.get(key, _MISSING)
+        if value is _MISSING:
+            return None
+        self._entries.move_to_end(key)
+        return value  # type: ignore[no-any-return]
+
     def get(self, key: K, compute: Callable[[], V]) -> V:
         """The value stored for `key`, computing and storing it on a miss."""
         entries = self._entries

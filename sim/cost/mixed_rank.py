@@ -193,63 +193,37 @@ class MixedRanks:
         return self._works.get(shape, partial(self._work, shape))
 
     def _work(self, shape: MixedShape) -> MixedWork:
-        pr, c, d = self.pr, self.ctx, self.d
-        rows = shape.rows
+        pr, c, d, pieces = self.pr, self.ctx, self.d, self._pieces.get
+        rows, chunk_work, part = shape.rows, shape.chunk_work, self._part
         parts = self._token_parts(shape)
-        chunk_work = shape.chunk_work
         parts += [
-            (1.0, self._part(("head", rows), lambda: head_ops(pr, c, d, rows))),
+            (1.0, part(("head", rows), head_ops, pr, c, d, rows)),
+            (1.0, part(("decode", shape.decode), self._decode_ops, shape)),
+            (1.0, part(("chunks", shape.chunks), self._chunk_ops, shape)),
             (
                 1.0,
-                self._part(
-                    ("decode", shape.decode),
-                    lambda: decode_ops(pr, c, d, self._decode(shape), self._pieces.get),
-                ),
-            ),
-            (
-                1.0,
-                self._part(
-                    ("chunks", shape.chunks), lambda: chunk_ops(pr, c, d, self._chunks(shape))
-                ),
-            ),
-            (
-                1.0,
-                self._part(
-                    ("chunk tokens", *chunk_work),
-                    lambda: chunk_token_ops(pr, c, d, *chunk_work, self._pieces.get),
-                ),
+                part(("chunk tokens", *chunk_work), chunk_token_ops, pr, c, d, *chunk_work, pieces),
             ),
         ]
-        return MixedWork(
-            parts=tuple(parts),
-            seconds=sum(w * p.seconds for w, p in parts),
-            moe_s=sum(w * p.moe_s for w, p in parts),
-        )
+        seconds = moe_s = 0.0  # the parts in order, as `sum` adds them
+        for w, p in parts:
+            seconds += w * p.seconds
+            moe_s += w * p.moe_s
+        return MixedWork(parts=tuple(parts), seconds=seconds, moe_s=moe_s)
 
     def moe_s(self, shape: MixedShape) -> float:
         """`work(shape).moe_s` from the parts with work in the MoE layers alone: the head, the
         MTP passes (draft and extend) add none (`moe_layer_share` 0), so they are not priced
         (nor the chunk part's MTP layer: `chunk_attention_ops`). The same terms in the same
         order, less the zeros: the same float."""
-        pr, c = self.pr, self.ctx
         parts = self._token_parts(shape)
-        parts += [
-            (
-                1.0,
-                self._part(
-                    ("decode attention", shape.decode),
-                    lambda: decode_attention_ops(pr, c, self._decode(shape), self._pieces.get),
-                ),
-            ),
-            (
-                1.0,
-                self._part(
-                    ("chunk attention", shape.chunks),
-                    lambda: chunk_attention_ops(pr, c, self._chunks(shape)),
-                ),
-            ),
-        ]
-        return sum(w * p.moe_s for w, p in parts)
+        parts.append((1.0, self._part(("decode attention", shape.decode), self._attention, shape)))
+        chunks = self._part(("chunk attention", shape.chunks), self._chunk_attention, shape)
+        parts.append((1.0, chunks))
+        moe_s = 0.0
+        for w, p in parts:
+            moe_s += w * p.moe_s
+        return moe_s
 
     def halves_moe_s(self, shape: MixedShape) -> tuple[float, float]:
         """The rank's own work in the MoE layers of each of its two micro-batches."""
@@ -270,21 +244,36 @@ class MixedRanks:
         """The token-level parts (projections, router, shared experts, dense MLP, TP
         all-reduce; the memory-bound kernels), interpolated between the buckets around the
         rank's tokens."""
-        pr, c, d, x = self.pr, self.ctx, self.d, shape.expanded
+        pr, c, d, x, part = self.pr, self.ctx, self.d, shape.expanded, self._part
         parts: list[tuple[float, Part]] = []
         for w, t in _between(shape.tokens):
-            parts.append((w, self._part(("tokens", t), partial(token_ops, pr, c, d, self.gpu, t))))
+            parts.append((w, part(("tokens", t), token_ops, pr, c, d, self.gpu, t)))
             # a rank running chunks is not all decode
-            kernels = partial(elementwise_ops, pr, c, t, x, d.engine)
-            parts.append((w, self._part(("elementwise", t, x), kernels)))
+            parts.append((w, part(("elementwise", t, x), elementwise_ops, pr, c, t, x, d.engine)))
         return parts
 
-    def _part(self, key: tuple[object, ...], price: Callable[[], Ops]) -> Part:
-        def compute() -> Part:
-            ops = price()
-            return Part(ops, total_seconds(ops), moe_layers_s(self.ctx.model, ops))
+    def _part(self, key: tuple[object, ...], price: Callable[..., Ops], *args: object) -> Part:
+        """The part stored for `key`, or `price(*args)`'s ops stored as it (a rank's parts
+        nearly all hit: no closure is built for a hit)."""
+        found = self._parts.find(key)
+        if found is not None:
+            return found
+        ops = price(*args)
+        priced = Part(ops, total_seconds(ops), moe_layers_s(self.ctx.model, ops))
+        self._parts.put(key, priced)
+        return priced
 
-        return self._parts.get(key, compute)
+    def _decode_ops(self, shape: MixedShape) -> Ops:
+        return decode_ops(self.pr, self.ctx, self.d, self._decode(shape), self._pieces.get)
+
+    def _chunk_ops(self, shape: MixedShape) -> Ops:
+        return chunk_ops(self.pr, self.ctx, self.d, self._chunks(shape))
+
+    def _attention(self, shape: MixedShape) -> Ops:
+        return decode_attention_ops(self.pr, self.ctx, self._decode(shape), self._pieces.get)
+
+    def _chunk_attention(self, shape: MixedShape) -> Ops:
+        return chunk_attention_ops(self.pr, self.ctx, self._chunks(shape))
 
     @staticmethod
     def _decode(shape: MixedShape) -> RankSegments:
