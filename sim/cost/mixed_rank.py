@@ -217,9 +217,9 @@ class MixedRanks:
         (nor the chunk part's MTP layer: `chunk_attention_ops`). The same terms in the same
         order, less the zeros: the same float."""
         parts = self._token_parts(shape)
-        parts.append((1.0, self._part(("decode attention", shape.decode), self._attention, shape)))
+        decode = self._part(("decode attention", shape.decode), self._decode_attention, shape)
         chunks = self._part(("chunk attention", shape.chunks), self._chunk_attention, shape)
-        parts.append((1.0, chunks))
+        parts += [(1.0, decode), (1.0, chunks)]
         moe_s = 0.0
         for w, p in parts:
             moe_s += w * p.moe_s
@@ -269,7 +269,7 @@ class MixedRanks:
     def _chunk_ops(self, shape: MixedShape) -> Ops:
         return chunk_ops(self.pr, self.ctx, self.d, self._chunks(shape))
 
-    def _attention(self, shape: MixedShape) -> Ops:
+    def _decode_attention(self, shape: MixedShape) -> Ops:
         return decode_attention_ops(self.pr, self.ctx, self._decode(shape), self._pieces.get)
 
     def _chunk_attention(self, shape: MixedShape) -> Ops:

@@ -57,16 +57,15 @@ class RankQueues:
             grown = np.zeros((4, size), dtype=np.int64)
             grown[:, :old] = self._slot
             self._slot = grown
-            fresh = np.arange(size - 1, old - 1, -1, dtype=np.int64)
-            self._free = np.concatenate([fresh, self._free[: self._n_free]])
-            self._n_free += size - old
+            free = np.empty(size, dtype=np.int64)  # free slots never outnumber the pool's
+            free[: self._n_free] = self._free[: self._n_free]
+            free[self._n_free : self._n_free + size - old] = np.arange(size - 1, old - 1, -1)
+            self._free, self._n_free = free, self._n_free + size - old
         self._n_free -= n
         return self._free[self._n_free : self._n_free + n][::-1].copy()
 
     def _give_slots(self, slots: IntArray) -> None:
         n = slots.shape[0]
-        if self._n_free + n > self._free.shape[0]:
-            self._free = np.concatenate([self._free[: self._n_free], np.empty(n, np.int64)])
         self._free[self._n_free : self._n_free + n] = slots
         self._n_free += n
 
