@@ -91,6 +91,8 @@ def build_published(gpu: str, csv_dir: Path) -> Profile:
     notes: list[str] = []
     tables = published_tables(gpu, csv_dir, notes)
     factors, factor_notes = roofline_for(gpu, csv_dir)
+    if gpu == "h800":  # measured on an H100 SXM5: a table of the profile, not of its factors
+        tables += pt.mla_verify(model_shape(SHAPE_MODEL).mla_spec(), notes)
     if gpu == "h20":
         notes.append("no DeepEP or DSA figures for H20: ep_* and dsa_* ops fall back to roofline")
     return Profile(

@@ -38,6 +38,20 @@ FLASHMLA_SPARSE_PREFILL_TFLOPS = 640.0
 FLASHMLA_B200_SPARSE_PREFILL_TFLOPS = 1450.0
 FLASHMLA_B200_SPARSE_DECODE_TFLOPS = 350.0  # FP8 KV
 
+# FlashMLA dense decode with two query tokens per request (an MTP verify with one draft token),
+# from FlashMLA's own test (tests/test_flash_mla_dense_decoding.py) run on an H100 SXM5 (the
+# same 132 SMs, clocks and 80 GB of HBM3 at 3.35 TB/s as H800 SXM5, which differs in NVLink
+# only): batch 128, 128 query heads, 1 KV head, d 576 / dv 512, causal, 64-token pages, lengths
+# drawn around the mean. The test times the split-KV kernel alone (not the small combine
+# kernel). Its s_q 1 rows of the same run, for comparison: 274, 505, 963, 1,872 us.
+FLASHMLA_H100_RUN = (
+    "yuqiz7/mla-decode-kernels@409076a docs/g0/flashmla_bench_raw.txt (deepseek-ai/FlashMLA"
+    "@15f13e5 test on an H100 80GB HBM3, CUDA 12.8)"
+)
+FLASHMLA_H100_VERIFY_BATCH = 128
+# mean kv_len -> latency us at s_q 2
+FLASHMLA_H100_VERIFY_US: dict[int, float] = {4096: 424.0, 8192: 807.0, 16384: 1565.0, 32768: 3095.0}
+
 DEEPGEMM = "deepseek-ai/DeepGEMM README (H800, FP8)"
 # (layout, groups, m per group, n, k, TFLOP/s)
 DEEPGEMM_GROUPED: tuple[tuple[str, int, int, int, int, float], ...] = (

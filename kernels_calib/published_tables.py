@@ -53,6 +53,31 @@ def mla_decode(csv_dir: Path, gpu: str, m: MlaSpec, notes: list[str]) -> list[Op
     return tables
 
 
+def mla_verify(m: MlaSpec, notes: list[str]) -> list[OpTable]:
+    """FlashMLA at two query tokens per request (an MTP verify), measured on an H100 SXM5: the
+    kernel and the SMs, clocks and HBM are H800 SXM5's (`published_figures.FLASHMLA_H100_RUN`)."""
+    rows = [
+        ((float(fig.FLASHMLA_H100_VERIFY_BATCH), float(kv)), us)
+        for kv, us in fig.FLASHMLA_H100_VERIFY_US.items()
+    ]
+    notes.append(
+        "mla_decode s_q 2: FlashMLA's own test on an H100 SXM5 (H800 SXM5's SMs, clocks and "
+        "HBM; it differs in NVLink only), the split-KV kernel alone; not used for the roofline "
+        "factors, which come from kernels measured on the profile's own GPU"
+    )
+    return make_tables(
+        op="mla_decode",
+        key={"s_q": 2, "kv_dtype": "bf16", "heads": 128},
+        axis_names=("batch", "kv_len"),
+        rows=rows,
+        dtype="bf16",
+        impl="flash_mla",
+        source=fig.FLASHMLA_H100_RUN,
+        notes=notes,
+        mla_spec=m,
+    )
+
+
 def mla_prefill(csv_dir: Path, gpu: str, m: MlaSpec, notes: list[str]) -> list[OpTable]:
     rel = f"mla/prefill/{gpu}/128-128-64.csv"
     rows = [((_f(r, "seq_len"),), _f(r, "latency_us")) for r in _read(csv_dir, rel)]

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from kernels_calib import published
+from kernels_calib import published_figures as fig
 from kernels_calib.grids import full_grids
+from kernels_calib.roofline_factors import derive
 from sim.catalog import CATALOG_DIR, load_gpu
 from sim.catalog.profiles import load_profile
 from sim.cost.calibrated import CalibratedCost
@@ -59,6 +61,33 @@ def test_flashmla_decode_points_match_the_csv() -> None:
     assert float(bs64["latency_us"]) == pytest.approx(155.153)
 
 
+def test_an_mtp_verify_reads_flashmla_measured_at_two_query_tokens() -> None:
+    """Two query tokens per request (one draft token's verify) read FlashMLA's own s_q-2
+    measurement at its points, as measured; one token still reads InferSim's tables, and the
+    second token costs more than nothing and less than a second pass over the cache."""
+    cost = CalibratedCost(load_profile("h800-published"), load_gpu("h800"))
+    key = {"s_q", "kv_dtype", "heads"}
+    batch = float(fig.FLASHMLA_H100_VERIFY_BATCH)
+    for kv, measured in fig.FLASHMLA_H100_VERIFY_US.items():
+        at = {"batch": batch, "kv_len": float(kv), "kv_dtype": "bf16", "heads": 128}
+        verify = us(cost, "mla_decode", {**at, "s_q": 2}, key, "bf16")
+        decode = us(cost, "mla_decode", {**at, "s_q": 1}, key, "bf16")
+        assert verify == pytest.approx(measured, rel=1e-9)
+        assert decode < verify < 2 * decode
+
+
+def test_the_verify_table_is_not_among_h800s_factor_sources() -> None:
+    """It was measured on an H100 SXM5: the H800 roofline factors come from H800's own tables."""
+    profile = load_profile("h800-published")
+    verify = [t for t in profile.tables if t.op == "mla_decode" and t.key["s_q"] == 2]
+    assert [t.source for t in verify] == [fig.FLASHMLA_H100_RUN]
+    own = [t for t in profile.tables if t not in verify]
+    h800 = load_gpu("h800")
+    assert derive(own, h800, "h800-published")[0] == profile.roofline
+    with_verify = derive(profile.tables, h800, "h800-published")[0]
+    assert with_verify.attention_compute_efficiency != profile.roofline.attention_compute_efficiency
+
+
 @needs_csvs
 def test_gemm_and_grouped_gemm_points_match_the_csv() -> None:
     cost = CalibratedCost(load_profile("h800-published"), load_gpu("h800"))
@@ -95,7 +124,9 @@ def test_rebuilding_reproduces_the_committed_profiles(tmp_path: Path) -> None:
 def test_every_table_names_its_source() -> None:
     for name in ("h800-published", "h20-published"):
         for table in load_profile(name).tables:
-            assert table.source.startswith(("alibaba/InferSim@", "deepseek-ai/DeepEP"))
+            assert table.source.startswith(
+                ("alibaba/InferSim@", "deepseek-ai/DeepEP", fig.FLASHMLA_H100_RUN)
+            )
     for factor in load_profile("h200-roofline").roofline.__dict__.values():
         assert "h800-published" in factor.source
 
