@@ -8,7 +8,7 @@ request's own context. Routed experts and communication are unit-level (see `ser
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -176,7 +176,7 @@ def mla_layer(
     cores: list[OpTime] = []
     prefill: list[OpTime] = []
     if dense_dec.any():
-        cores.append(pr.price(MlaDecode.over(_segments(c, s, dense_dec), c.kv_dtype, h)))
+        cores.append(mla_decode(pr, _segments(c, s, dense_dec), c.kv_dtype, h))
     if sparse.any():  # decode segments' sparse cores under attn_decode, extends' under prefill
         for decode, out in ((True, cores), (False, prefill)):
             sel = sparse & (s.is_decode == decode)
@@ -252,7 +252,7 @@ def _dense_cores(
     every = Segments(q=s.q, k=s.k, cache_bytes=c.kv_bytes_layer)
     if path == ABSORB:
         if decode:
-            ops["attn_decode"] = combine(pr.price(MlaDecode.over(every, c.kv_dtype, h)))
+            ops["attn_decode"] = combine(mla_decode(pr, every, c.kv_dtype, h))
         else:  # short extends after a short prefix (SGLang MLA for extend)
             ops["attn_decode"] = ZERO
             ops["attn_prefill"] = combine(pr.price(MlaExtendAbsorb.over(every, h)))
@@ -265,6 +265,23 @@ def _dense_cores(
         core = MlaPrefillChunked.over(every, h, chunk_tokens=c.chunk_tokens)
     ops["attn_prefill"] = combine(up, pr.price(core))
     return ops
+
+
+def mla_decode(pr: Pricer, s: Segments, kv_dtype: str, heads: float) -> OpTime:
+    """The absorbed decode core over `s`. A verify window (more than one query token per
+    request) costs no less than one query token over the same caches: the kernel reads every
+    cache either way and only computes more (FlashMLA folds a request's query tokens into the
+    rows of its tiles). A profile's table at the window's own query length, read far from its
+    grid (FlashMLA's two-token table holds batch 128 only), could otherwise price a small
+    batch's verify below its one-token decode."""
+    op = MlaDecode.over(s, kv_dtype, heads)
+    t = pr.price(op)
+    if op.s_q <= 1:
+        return t
+    one = pr.price(MlaDecode.over(replace(s, q=np.ones_like(s.q)), kv_dtype, heads))
+    if t.seconds >= one.seconds:
+        return t
+    return replace(one, extrapolated=True, detail=f"verify at its one-token floor: {one.detail}")
 
 
 def _segments(
