@@ -31,7 +31,7 @@ lint: $(DEV)
 	$(BIN)/mypy sim
 
 test: lint
-	$(BIN)/python -m pytest -n auto
+	$(BIN)/python -m pytest -n auto --dist loadscope --no-loadscope-reorder
 	$(BIN)/mlasim check scenarios/
 
 # every Hopper DeepSeek row of aiconfigurator-core's measured sample (docs/validation.md);

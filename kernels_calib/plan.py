@@ -61,8 +61,10 @@ def make_plan(device: str, quick: bool, model_heads: int) -> Plan:
             prefill_seq=(64, 256),
             prefill_prefix=(256, 1024),
             chunk_tokens=256,
-            crossover_prefix=(512,),
-            crossover_new=(8, 32, 128),
+            # tiny: a CPU without native BF16 (no AVX-512 BF16) runs a BF16 matmul at well under
+            # 1 GFLOP/s, and the expand path's kv_b up-projection covers prefix + new tokens
+            crossover_prefix=(128,),
+            crossover_new=(8, 16, 32),
             gemm_m=(1, 16) if quick else (1, 16, 128),
             gemm_dtypes=("bf16",),
             gemm_full_model=False,

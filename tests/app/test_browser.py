@@ -37,6 +37,7 @@ NUMBER = re.compile(r"\d")
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,
     pytest.mark.skipif(
         not CHROMIUM.exists() and not os.environ.get("CI"),
         reason="Debian chromium is not installed (apt-get install chromium); runs always in CI",

@@ -152,6 +152,7 @@ def moves(draw: st.DrawFn) -> tuple[str, str, OpTable, str, dict[str, float], fl
 # the same 2,000 draws on every run, so a verdict does not depend on chance; the falls that
 # random draws found before the slice rule (60,000 draws, three seeds, find none now) are
 # pinned below (FOUND_FALLS)
+@pytest.mark.slow
 @settings(max_examples=2000, deadline=None, derandomize=True)
 @given(moves())
 def test_latency_never_falls_as_an_axis_grows(

@@ -10,10 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from kernels_calib import cli
 from kernels_calib.resume import journal_path
 from sim.catalog.profiles import parse_profile
 from sim.specs.profile import Profile
+
+pytestmark = pytest.mark.slow  # each test runs the CPU calibration (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = "mla_decode,gemm,moe"

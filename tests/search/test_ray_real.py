@@ -11,6 +11,8 @@ import pytest
 from sim.search.backends import RayBackend, SerialBackend, run_all
 from tests.builders import TINY, tiny
 
+pytestmark = pytest.mark.slow  # a long module: it starts first (tests/conftest.py)
+
 if os.environ.get("CI"):
     import ray  # CI installs it: a missing Ray must fail, not skip
 else:
