@@ -38,6 +38,14 @@ scenarios that name no engine price exactly as before. What an engine changes:
 - **the shared experts' split.** TensorRT-LLM splits a MoE layer's shared experts over the
   attention TP group whatever the routed experts' EP x TP, and runs them whole on each rank
   under attention DP (`shared_expert_tp`); the other engines split them as the routed experts.
+- **the request path.** A request's TTFT as a client measures it includes the engine's serving
+  path outside the forward passes: HTTP, the chat template, tokenisation, the hop to the
+  scheduler, detokenisation and streaming. For SGLang it was measured against a mock model:
+  SGLang's OpenAI chat endpoint over a CPU mock forward that busy-waits 2.632 ms per forward,
+  `vllm bench serve` with 128-token prompts, one user, streaming: median TTFT 9.54 ms, so 6.91
+  ms outside the forward (tenstorrent/tt-inference-server#3560, 2026-05). The benchmark client
+  (`workload.kind: benchmark`) sends each request that long before the engine sees it. No such
+  measurement was found for vLLM or TensorRT-LLM: they are charged none.
 - **scheduler CPU time.** Each engine runs its scheduler (batch building, KV allocation, output
   processing) on the CPU while the GPU runs the previous step: SGLang's overlap scheduler
   (default since v0.4), vLLM's async scheduling (default since v0.14.0), TensorRT-LLM's overlap
@@ -94,6 +102,7 @@ class EngineOverheads:
     graph_launch_us: Figure  # GPU time of one of the engine's smallest kernels in a graph replay
     scheduler_overlapped: Figure  # 1.0: the scheduler's CPU time hides behind the GPU
     shared_experts_stream: Figure  # 1.0: graph decode runs the shared experts on a 2nd stream
+    request_path_ms: Figure  # a request's TTFT outside the forward passes (HTTP ... streaming)
 
     def launch_overhead_s(self) -> float:
         """Fixed cost per roofline-priced kernel in this engine's steps."""
@@ -102,6 +111,25 @@ class EngineOverheads:
 
 def _small_kernel(engine: str) -> Figure:
     return Figure(value=SMALL_KERNEL_US[engine], source=SMALL_KERNEL_SOURCE[engine])
+
+
+# tenstorrent/tt-inference-server#3560: SGLang's median TTFT over a mock forward, less the forward
+SGLANG_MOCK_TTFT_MS, SGLANG_MOCK_FORWARD_MS = 9.54, 2.632
+SGLANG_REQUEST_PATH = Figure(
+    value=SGLANG_MOCK_TTFT_MS - SGLANG_MOCK_FORWARD_MS,
+    source="tenstorrent/tt-inference-server#3560 (2026-05): SGLang's OpenAI chat endpoint over a "
+    "CPU mock forward busy-waiting 2.632 ms, vllm bench serve, 128-token prompts, one user, "
+    "streaming: median TTFT 9.54 ms (four requests); tokenisation's growth with the prompt is "
+    "not in it",
+)
+
+
+def _no_request_path(engine: str) -> Figure:
+    return Figure(
+        value=0.0,
+        source=f"no published measurement of {engine}'s request path outside the forward "
+        "passes was found: none charged",
+    )
 
 
 def _sglang(d: Deployment) -> EngineOverheads:
@@ -114,6 +142,7 @@ def _sglang(d: Deployment) -> EngineOverheads:
             "at tp >= 4 (256 below) on GPUs of 80-160 GB (H100, H200)",
         ),
         graph_launch_us=_small_kernel("sglang"),
+        request_path_ms=SGLANG_REQUEST_PATH,
         shared_experts_stream=Figure(
             value=1.0 if d.ep == 1 else 0.0,  # DeepEP's path runs them in line
             source="sglang python/sglang/srt/models/deepseek_v2.py: DeepseekV2MoE.forward -> "
@@ -135,6 +164,7 @@ def _vllm(d: Deployment) -> EngineOverheads:
             source="vllm config: max_cudagraph_capture_size defaults to min(2 x max_num_seqs, 512)",
         ),
         graph_launch_us=_small_kernel("vllm"),
+        request_path_ms=_no_request_path("vLLM"),
         shared_experts_stream=Figure(value=0.0, source="vLLM's DeepSeek code not read here"),
         scheduler_overlapped=Figure(
             value=1.0,
@@ -154,6 +184,7 @@ def _trtllm(d: Deployment) -> EngineOverheads:
             "max_running_requests)",
         ),
         graph_launch_us=_small_kernel("trtllm"),
+        request_path_ms=_no_request_path("TensorRT-LLM"),
         shared_experts_stream=Figure(
             value=1.0,
             source="tensorrt_llm/_torch/models/modeling_deepseekv3.py: Deepseekv3MoE.forward "

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from sim.cost.overheads import engine_overheads
 from sim.engine.arrivals import Batch, ClosedLoopFeed, ScheduledFeed, open_loop
 from sim.engine.benchmark_feed import BenchmarkFeed
 from sim.engine.cluster import Cluster, CostFactory, build_cluster, entry_deployment
@@ -88,7 +89,11 @@ def make_feed(
 ) -> ScheduledFeed | ClosedLoopFeed | BenchmarkFeed:
     prefilled = isinstance(dep, Deployment) and dep.role == "decode"
     if isinstance(workload, BenchmarkWorkload):
-        return BenchmarkFeed(workload, rng, prefilled=prefilled)
+        # with `request_path: engine`, the engine sees a request its serving path after the send
+        over = engine_overheads(entry_deployment(dep))
+        on = workload.request_path == "engine" and over is not None
+        ingress_s = over.request_path_ms.value * 1e-3 if on and over is not None else 0.0
+        return BenchmarkFeed(workload, rng, prefilled=prefilled, ingress_s=ingress_s)
     if isinstance(workload, TraceWorkload):
         if trace is None:
             raise ValueError(f"workload.path={workload.path!r}: the trace was not loaded")

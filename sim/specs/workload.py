@@ -279,6 +279,14 @@ class BenchmarkWorkload(Spec):
         description="Requests sent first at the same concurrency and left out of the "
         "benchmark's metrics (--warmup-requests; aiperf/genai-perf --warmup-request-count).",
     )
+    request_path: Literal["none", "engine"] = Field(
+        default="none",
+        description="What lies between a send and the engine: none (the engine sees the "
+        "request at once), or engine: the deployment engine's measured serving path outside "
+        "the forward passes (SGLang 6.91 ms; none measured for vLLM or TensorRT-LLM). Not the "
+        "default: the simulated users are exact, and once their requests miss the step "
+        "boundary they lock into waves (docs/serving-overheads.md, (g)).",
+    )
 
     @model_validator(mode="after")
     def _ranges(self) -> BenchmarkWorkload:

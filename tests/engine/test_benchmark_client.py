@@ -102,3 +102,25 @@ def test_length_ranges_follow_each_client() -> None:
     assert (vl.input.min_tokens, vl.input.max_tokens) == (750, 1250)
     with pytest.raises(ValueError, match="range_ratio must be below 1"):
         bench(num_prompts=1, range_convention="vllm")
+
+
+@pytest.mark.parametrize(
+    ("engine", "path_ms"), [("sglang", 9.54 - 2.632), ("vllm", 0.0), ("trtllm", 0.0), (None, 0.0)]
+)
+def test_the_engines_request_path_counts_in_the_clients_ttft(
+    engine: str | None, path_ms: float
+) -> None:
+    """With `request_path: engine`, SGLang's serving path outside the forward passes (its TTFT
+    over a mock forward less the forward, tenstorrent/tt-inference-server#3560) lies between the
+    send and the engine; the engines without such a measurement add none, and by default no
+    engine does. Against a fixed-cost engine: a lone 100-token prompt prefills in one 20 ms
+    step."""
+    cost = FixedCost(step_s=0.010, prefill_token_s=1e-4)
+    for path, ms in (("engine", path_ms), ("none", 0.0)):
+        w = bench(num_prompts=1, request_path=path)
+        out = simulate(unit(engine=engine), lambda d: cost, w, RunSpec(seed=0))
+        t = out.table
+        assert t.arrival_s[0] == 0.0  # the send
+        assert t.first_token_s[0] == pytest.approx(ms * 1e-3 + 0.020)
+        b = summarize(out.record, SLO).benchmark
+        assert b is not None and b.ttft.mean_ms == pytest.approx(ms + 20.0)
