@@ -89,10 +89,10 @@ def make_feed(
 ) -> ScheduledFeed | ClosedLoopFeed | BenchmarkFeed:
     prefilled = isinstance(dep, Deployment) and dep.role == "decode"
     if isinstance(workload, BenchmarkWorkload):
-        # with `request_path: engine`, the engine sees a request its serving path after the send
+        ingress_s = 0.0  # with `request_path: engine`, the engine's serving path after a send
         over = engine_overheads(entry_deployment(dep))
-        on = workload.request_path == "engine" and over is not None
-        ingress_s = over.request_path_ms.value * 1e-3 if on and over is not None else 0.0
+        if workload.request_path == "engine" and over is not None:
+            ingress_s = over.request_path_ms.value * 1e-3
         return BenchmarkFeed(workload, rng, prefilled=prefilled, ingress_s=ingress_s)
     if isinstance(workload, TraceWorkload):
         if trace is None:
