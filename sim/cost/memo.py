@@ -23,20 +23,41 @@ V = TypeVar("V")
 BUCKETS_PER_OCTAVE = 16  # 2^(1/16) steps: a value is rounded by at most 2.2%
 
 
+# Buckets and centres are read off constant tables of one octave (Python's `**`, computed once)
+# and scaled by exact powers of two, never through numpy's vectorised log2 or power: those take
+# a different code path on CPUs with AVX-512 and may differ there in the last bit, which near a
+# bucket edge would move a value to the next bucket and a run's results with it.
+
+
+@lru_cache(maxsize=8)
+def _octave(per_octave: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(the mantissas in [0.5, 1) at which the bucket steps up, 2^((j + 1/2) / p) for
+    j = -p..-1; the centres of one octave, 2^(r / p) for r = 0..p-1)."""
+    p = per_octave
+    edges = np.array([2.0 ** ((j + 0.5) / p) for j in range(-p, 0)])
+    return edges, np.array([2.0 ** (r / p) for r in range(p)])
+
+
 def buckets(x: NDArray[np.float64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDArray[np.int64]:
-    """2^(1/16) buckets of positive values (2^(1/per_octave) if given)."""
-    out: NDArray[np.int64] = np.round(np.log2(x) * per_octave).astype(np.int64)
+    """2^(1/16) buckets of positive values (2^(1/per_octave) if given): round(p log2 x), from
+    x = m 2^e (m in [0.5, 1)) as p e - p plus the edges at or below m."""
+    edges, _ = _octave(per_octave)
+    m, e = np.frexp(x)
+    out: NDArray[np.int64] = per_octave * (e.astype(np.int64) - 1) + np.searchsorted(
+        edges, m, side="right"
+    )
     return out
 
 
 def centre(bucket: int) -> float:
     """The value a bucket stands for (exact for powers of two)."""
-    return float(2.0 ** (bucket / BUCKETS_PER_OCTAVE))
+    q, r = divmod(bucket, BUCKETS_PER_OCTAVE)
+    return math.ldexp(float(_octave(BUCKETS_PER_OCTAVE)[1][r]), q)
 
 
 def centres(b: NDArray[np.int64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDArray[np.float64]:
     """The values buckets stand for (`centre`, vectorised; of `buckets(x, per_octave)`)."""
-    out: NDArray[np.float64] = 2.0 ** (b / per_octave)
+    out: NDArray[np.float64] = np.ldexp(_octave(per_octave)[1][b % per_octave], b // per_octave)
     return out
 
 
