@@ -19,7 +19,7 @@ from sim.cli.common import usage_error
 from sim.search.backends import BACKENDS, BackendError, make_backend
 from sim.validate.rows import RowsError
 from sim.validate.runner import ProgressFn
-from sim.validate.workload import AIPERF_COUNTS, BenchCounts
+from sim.validate.workload import AIPERF_COUNTS, REQUEST_PATHS, BenchCounts
 
 PUBLISHED = "published"
 
@@ -73,6 +73,13 @@ def validate(
             "(aiconfigurator's runner: 10).",
         ),
     ] = AIPERF_COUNTS.measured_per_user,
+    request_path: Annotated[
+        str,
+        typer.Option(
+            help="What lies between a send and the engine: none, or engine (the row engine's "
+            "measured serving path: SGLang 6.91 ms; docs/serving-overheads.md, (g)).",
+        ),
+    ] = AIPERF_COUNTS.request_path,
 ) -> None:
     """Simulate measured deployments (coverage, MAPE per group, ranking agreement, worst rows)."""
     from sim.validate.report import write_report
@@ -85,6 +92,8 @@ def validate(
         raise usage_error(f"--engine {engine}: use sglang, trtllm or vllm")
     if mode is not None and mode not in ("agg", "disagg"):
         raise usage_error(f"--mode {mode}: use agg or disagg")
+    if request_path not in REQUEST_PATHS:
+        raise usage_error(f"--request-path {request_path}: use {' or '.join(REQUEST_PATHS)}")
     f = Filters(model, gpu, engine, mode, ids_file(ids) if ids else None, limit)
     try:
         be = make_backend(backend, jobs=jobs)
@@ -92,7 +101,7 @@ def validate(
         raise usage_error(f"--backend {backend}: {exc}") from None
     try:
         with be:
-            counts = BenchCounts(warmup_per_user, requests_per_user)
+            counts = BenchCounts(warmup_per_user, requests_per_user, request_path=request_path)
             s = validate(dataset_path(dataset), f, out, be, _progress(every), counts)
     except RowsError as exc:
         raise usage_error(str(exc)) from None

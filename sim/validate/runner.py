@@ -63,12 +63,14 @@ def record_of(m: Mapped, results: dict[str, Any], wall_s: float) -> dict[str, An
     return rec
 
 
-def _benchmark(m: Mapped) -> dict[str, int]:
-    """The benchmark's request counts: a journal record is reused only by a run with the same."""
+def _benchmark(m: Mapped) -> dict[str, int | str]:
+    """The benchmark's request counts and request path: a journal record is reused only by a
+    run with the same."""
     w = m.scenario.workload
     return {
         "warmup_requests": getattr(w, "warmup_requests", 0),
         "num_prompts": getattr(w, "num_prompts", 0),
+        "request_path": getattr(w, "request_path", "none"),
     }
 
 

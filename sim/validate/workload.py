@@ -28,6 +28,7 @@ from sim.validate.rows import MeasuredRow
 
 TOOL_WARMUP_PER_USER = 2  # --warmup-request-count 2N (both public clients)
 LONG_OSL = 2048  # answers past this many tokens may run fewer measured requests (below)
+REQUEST_PATHS = ("none", "engine")  # sim.specs.workload.BenchmarkWorkload.request_path
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class BenchCounts:
     warmup_per_user: int = 0
     measured_per_user: int = 10
     long_per_user: int | None = None
+    # what lies between a send and the engine (the benchmark workload's `request_path`):
+    # none, or the row engine's measured serving path (docs/serving-overheads.md, (g))
+    request_path: str = "none"
 
     def __post_init__(self) -> None:
         long = self.measured_per_user if self.long_per_user is None else self.long_per_user
@@ -57,6 +61,10 @@ class BenchCounts:
             raise ValueError(
                 f"benchmark counts per user: warm-up {self.warmup_per_user} must be >= 0, "
                 f"measured {self.measured_per_user} and long-answer {self.long_per_user} >= 1"
+            )
+        if self.request_path not in REQUEST_PATHS:
+            raise ValueError(
+                f"request path {self.request_path!r}: use {' or '.join(REQUEST_PATHS)}"
             )
 
     def measured_for(self, osl: int) -> int:
@@ -85,5 +93,6 @@ def row_workload(
         output_tokens=row.osl,
         range_ratio=1.0,
         warmup_requests=counts.warmup_per_user * n,
+        request_path=counts.request_path,
     )
     return workload, dict(seed=0)

@@ -65,3 +65,10 @@ def test_an_unknown_backend_is_a_usage_error(tmp_path: Path) -> None:
     csv = write_csv(tmp_path / "rows.csv", [BASE])
     res = runner.invoke(app, ["validate", "--dataset", str(csv), "--backend", "slurm"])
     assert res.exit_code == 2 and "slurm" in res.output
+
+
+def test_an_unknown_request_path_is_a_usage_error(tmp_path: Path) -> None:
+    csv = write_csv(tmp_path / "rows.csv", [BASE])
+    args = ["validate", "--dataset", str(csv), "--request-path", "client"]
+    res = runner.invoke(app, [*args, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "--request-path client: use none or engine" in res.output

@@ -39,10 +39,19 @@ def test_a_row_recorded_with_other_benchmark_counts_is_run_again(row_csv, tmp_pa
     with SerialBackend() as be:
         run_rows([short], out, be)
         again = run_rows([short], out, be)  # same counts: nothing to do
-        assert again.done["a"]["benchmark"] == {"warmup_requests": 0, "num_prompts": 8}
+        assert again.done["a"]["benchmark"] == {
+            "warmup_requests": 0, "num_prompts": 8, "request_path": "none",
+        }  # fmt: skip
         redone = run_rows([long], out, be)
-    assert redone.done["a"]["benchmark"] == {"warmup_requests": 0, "num_prompts": 16}
-    assert len((out / JOURNAL_NAME).read_text().splitlines()) == 2  # short, then long
+        assert redone.done["a"]["benchmark"] == {
+            "warmup_requests": 0, "num_prompts": 16, "request_path": "none",
+        }  # fmt: skip
+        # the same counts with the engine's request path between send and engine: run again
+        path = map_row(row, counts=BenchCounts(0, 2, request_path="engine"))
+        assert isinstance(path, Mapped)
+        rerun = run_rows([path], out, be)
+    assert rerun.done["a"]["benchmark"]["request_path"] == "engine"
+    assert len((out / JOURNAL_NAME).read_text().splitlines()) == 3  # short, long, with the path
 
 
 def test_a_row_recorded_by_other_simulator_code_is_run_again(row_csv, tmp_path: Path) -> None:

@@ -38,6 +38,14 @@ def test_counts_must_be_meaningful() -> None:
         BenchCounts(2, 0)
     with pytest.raises(ValueError, match="warm-up -1"):
         BenchCounts(-1, 10)
+    with pytest.raises(ValueError, match="request path 'client': use none or engine"):
+        BenchCounts(request_path="client")
+
+
+def test_the_request_path_reaches_the_rows_benchmark(row_csv) -> None:
+    assert _mapped(row_csv, BenchCounts()).scenario.workload.request_path == "none"
+    w = _mapped(row_csv, BenchCounts(request_path="engine")).scenario.workload
+    assert w.request_path == "engine"
 
 
 def test_the_scenario_reads_back_from_its_json(row_csv) -> None:
