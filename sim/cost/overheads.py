@@ -43,9 +43,10 @@ scenarios that name no engine price exactly as before. What an engine changes:
   scheduler, detokenisation and streaming. For SGLang it was measured against a mock model:
   SGLang's OpenAI chat endpoint over a CPU mock forward that busy-waits 2.632 ms per forward,
   `vllm bench serve` with 128-token prompts, one user, streaming: median TTFT 9.54 ms, so 6.91
-  ms outside the forward (tenstorrent/tt-inference-server#3560, 2026-05). The benchmark client
-  (`workload.kind: benchmark`) sends each request that long before the engine sees it. No such
-  measurement was found for vLLM or TensorRT-LLM: they are charged none.
+  ms outside the forward (tenstorrent/tt-inference-server#3560, 2026-05). A benchmark workload
+  with `request_path: engine` sends each request that long before the engine sees it (not the
+  default: docs/serving-overheads.md, (g)). No such measurement was found for vLLM or
+  TensorRT-LLM: they are charged none.
 - **scheduler CPU time.** Each engine runs its scheduler (batch building, KV allocation, output
   processing) on the CPU while the GPU runs the previous step: SGLang's overlap scheduler
   (default since v0.4), vLLM's async scheduling (default since v0.14.0), TensorRT-LLM's overlap

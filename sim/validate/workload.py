@@ -22,13 +22,15 @@ over the measured requests only, TPOT per request (E2E - TTFT) / (OSL - 1) (aipe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
+from sim.specs.workload import BenchmarkWorkload
 from sim.validate.rows import MeasuredRow
 
 TOOL_WARMUP_PER_USER = 2  # --warmup-request-count 2N (both public clients)
 LONG_OSL = 2048  # answers past this many tokens may run fewer measured requests (below)
-REQUEST_PATHS = ("none", "engine")  # sim.specs.workload.BenchmarkWorkload.request_path
+# what a benchmark workload's `request_path` may be
+REQUEST_PATHS: tuple[str, ...] = get_args(BenchmarkWorkload.model_fields["request_path"].annotation)
 
 
 @dataclass(frozen=True)
