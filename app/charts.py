@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from app.op_colours import op_colour
-from sim.api import IntensityRow
+from sim.api import OVERLAP_ROWS, TWO_BATCH_OVERLAP_ROW, IntensityRow
 
 FAMILY_COLOURS = {"MHA": "#9aa0a6", "GQA": "#1f77b4", "MQA": "#2ca02c", "MLA": "#d62728"}
 MEMORY_COLOURS = {
@@ -208,8 +208,16 @@ def throughput_vs_load(
     return _layout(fig, "Throughput vs offered load", x_label, y_label)
 
 
-OVERLAP = "two_batch_overlap"  # the step breakdown's segment for the time TBO saved or added
-OVERLAP_LABEL = "two_batch_overlap [- saved, + added]"
+# the step breakdown's segments for what concurrency hid or added (`overlap_row`): drawn last
+OVERLAPS = OVERLAP_ROWS
+OVERLAP = TWO_BATCH_OVERLAP_ROW
+
+
+def overlap_label(row: str) -> str:
+    return f"{row} [- saved, + added]" if row == TWO_BATCH_OVERLAP_ROW else f"{row} [- saved]"
+
+
+OVERLAP_LABEL = overlap_label(OVERLAP)
 
 
 def step_breakdown(
@@ -219,11 +227,13 @@ def step_breakdown(
     step_s: Mapping[str, float | None] | None = None,
 ) -> go.Figure:
     """Stacked bar per deployment of seconds per op; each op's legend entry carries its label
-    from `sources` (where its time came from, e.g. "published, extrapolated"). An `OVERLAP`
-    entry comes last, hatched: negative, it is drawn down from the ops' top to the step time.
-    With it, `step_s` (mean step time per deployment) marks each step time."""
+    from `sources` (where its time came from, e.g. "published, extrapolated"). `OVERLAPS`
+    entries (two-batch overlap, an engine's second stream) come last, hatched: negative, they
+    are drawn down from the ops' top to the step time. With one, `step_s` (mean step time per
+    deployment) marks each step time."""
     fig = go.Figure()
-    ops = list(dict.fromkeys(op for ops_ in breakdown.values() for op in ops_ if op != OVERLAP))
+    named = (op for ops_ in breakdown.values() for op in ops_ if op not in OVERLAPS)
+    ops = list(dict.fromkeys(named))
     names = list(breakdown)
     for op in ops:
         fig.add_bar(
@@ -232,18 +242,19 @@ def step_breakdown(
             name=f"{op} [{sources.get(op, '?')}]",
             marker={"color": op_colour(op)},
         )
-    if any(OVERLAP in b for b in breakdown.values()):
-        y = [breakdown[n].get(OVERLAP, 0.0) * 1e3 for n in names]
+    drawn = [row for row in OVERLAPS if any(row in b for b in breakdown.values())]
+    for row in drawn:
+        y = [breakdown[n].get(row, 0.0) * 1e3 for n in names]
         fig.add_bar(
-            x=names, y=y, name=OVERLAP_LABEL, text=[f"{v:+.1f} ms" if v else "" for v in y],
+            x=names, y=y, name=overlap_label(row), text=[f"{v:+.1f} ms" if v else "" for v in y],
             marker={"color": "rgba(0,0,0,0.25)", "pattern": {"shape": "/"}},
         )  # fmt: skip
-        if step_s is not None:  # where the stack ends once a negative part drew downwards
-            times = [step_s.get(n) for n in names]
-            fig.add_scatter(
-                x=names, y=[None if t is None else t * 1e3 for t in times], name="step time",
-                mode="markers", marker={"symbol": "line-ew-open", "size": 40, "color": "black"},
-            )  # fmt: skip
+    if drawn and step_s is not None:  # where the stack ends once a negative part drew downwards
+        times = [step_s.get(n) for n in names]
+        fig.add_scatter(
+            x=names, y=[None if t is None else t * 1e3 for t in times], name="step time",
+            mode="markers", marker={"symbol": "line-ew-open", "size": 40, "color": "black"},
+        )  # fmt: skip
     fig.update_layout(barmode="stack")  # stacked in order: a negative part draws downwards
     _layout(fig, "Mean step time by op [time source]", "", "ms per step")
     # many ops with their sources: the legend goes beside the bars, a column per op, so three or

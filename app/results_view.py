@@ -190,29 +190,29 @@ def op_sources(results: Results) -> dict[str, str]:
 
 
 def overlap_saved(d: DeploymentResults) -> float | None:
-    """Mean seconds per step two-batch overlap saved (negative: it cost time) in the pool whose
-    steps the breakdown shows (the decode pool of a PD pair)."""
+    """Mean seconds per step that work run concurrently hid (negative: two-batch overlap cost
+    time) in the pool whose steps the breakdown shows (the decode pool of a PD pair)."""
     if d.overlap_saved_s is not None:
         return d.overlap_saved_s
     return d.pools[-1].overlap_saved_s if d.pools else None
 
 
 def step_parts(results: Results) -> dict[str, dict[str, float]]:
-    """Per deployment, mean seconds per step by op and, under two-batch overlap, a segment of
-    minus the time it saved (negative: time hidden; positive: splitting cost more than it hid),
-    so the parts add up to the mean step time."""
+    """Per deployment, mean seconds per step by op and, where work ran concurrently, a segment
+    of minus the time it hid, named by how (`overlap_row`: two-batch overlap, whose split can
+    also cost time, or an engine's second stream), so the parts add up to the mean step time."""
     out: dict[str, dict[str, float]] = {}
     for d in results.deployments:
         parts = dict(d.step_breakdown_s)
         saved = overlap_saved(d)
         if saved:
-            parts[charts.OVERLAP] = -saved
+            parts[d.overlap_row or charts.OVERLAP] = -saved
         out[d.name] = parts
     return out
 
 
 def breakdown(results: Results, key: str) -> None:
-    """Mean step time by op (with two-batch overlap's effect); each op's legend names where
+    """Mean step time by op (with what concurrency hid); each op's legend names where
     its time came from."""
     steps = {d.name: d.step_time_s for d in results.deployments}
     fig = charts.step_breakdown(step_parts(results), op_sources(results), step_s=steps)

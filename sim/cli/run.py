@@ -18,6 +18,7 @@ from rich.table import Table
 
 from sim.cli.common import check_output_paths, output_console
 from sim.cli.format import num, pct, with_ci
+from sim.cost.overheads import OVERLAP_ROWS, SHARED_EXPERTS_STREAM_ROW, TWO_BATCH_OVERLAP_ROW
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results, throughput_vs
 from sim.specs.limits import wall_watch
@@ -101,8 +102,10 @@ def vs(d: DeploymentResults, base: DeploymentResults) -> str:
 
 def breakdown_table(results: Results) -> Table:
     """Mean ms per step by op, with the source each time came from; an extrapolated time is
-    marked (`extrapolated_note` says what the mark means). With two-batch overlap a row says
-    what the overlap saved (negative) or cost (positive), and a last row the step it leaves."""
+    marked (`extrapolated_note` says what the mark means). Where work ran concurrently a row
+    says what it hid (negative) or, split in two micro-batches, cost (positive), named by how
+    (`overlap_row`: two-batch overlap, or an engine's shared experts on a second stream), and
+    a last row the step it leaves."""
     t = Table(title="step time by op, ms per step (source)")
     t.add_column("op")
     for d in results.deployments:
@@ -121,17 +124,30 @@ def breakdown_table(results: Results) -> Table:
 
     for op in ops:
         t.add_row(op, *(cell(d, op) for d in results.deployments))
-    if any(d.overlap_saved_s for d in results.deployments):  # the ops sum to step + saved
-
-        def overlap(d: DeploymentResults) -> str:
-            return "-" if not d.overlap_saved_s else f"{-d.overlap_saved_s * 1e3:+.3f} (overlap)"
-
-        t.add_row(TBO_ROW, *(overlap(d) for d in results.deployments))
+    for row in OVERLAP_ROWS:  # what concurrency hid, by how (the ops sum to step + saved)
+        cells = [overlap_cell(d, row) for d in results.deployments]
+        if any(c != "-" for c in cells):
+            t.add_row(row, *cells)
+    if any(d.overlap_saved_s for d in results.deployments):
         t.add_row("step", *(step_cell(d) for d in results.deployments))
     return t
 
 
-TBO_ROW = "two_batch_overlap"  # minus what the overlap saved: negative hides, positive costs
+# a short source for the overlap rows' cells (the results' overlap_source has the long one)
+OVERLAP_CELL_SOURCE = {TWO_BATCH_OVERLAP_ROW: "overlap", SHARED_EXPERTS_STREAM_ROW: "2nd stream"}
+
+
+def overlap_cell(d: DeploymentResults, row: str) -> str:
+    """`d`'s cell in overlap row `row`: minus what it hid, or "-" where it hid nothing so."""
+    if not d.overlap_saved_s or overlap_of(d) != row:
+        return "-"
+    return f"{-d.overlap_saved_s * 1e3:+.3f} ({OVERLAP_CELL_SOURCE[row]})"
+
+
+def overlap_of(d: DeploymentResults) -> str:
+    """The breakdown row of `d`'s overlap_saved_s (results written before the row was recorded
+    held two-batch overlap's alone)."""
+    return d.overlap_row or TWO_BATCH_OVERLAP_ROW
 
 
 def step_cell(d: DeploymentResults) -> str:

@@ -213,6 +213,29 @@ def engine_overheads(d: Deployment) -> EngineOverheads | None:
     return ENGINES[d.engine](d)
 
 
+# the step-breakdown rows of what concurrency hides (`StepCost.overlap_saved_s`): a deployment
+# with two-batch overlap hides under its split alone, one without it under an engine's second
+# stream alone (`ServingCostModel.step_cost`)
+TWO_BATCH_OVERLAP_ROW, SHARED_EXPERTS_STREAM_ROW = "two_batch_overlap", "shared_experts_stream"
+OVERLAP_ROWS = (TWO_BATCH_OVERLAP_ROW, SHARED_EXPERTS_STREAM_ROW)
+TWO_BATCH_OVERLAP_SOURCE = (
+    "two micro-batches on a compute and a communication stream, as SGLang runs them "
+    "(sim.cost.overlap)"
+)
+
+
+def overlap_row(d: Deployment) -> tuple[str, str] | None:
+    """(row, source) of what `d`'s steps hide by running work concurrently: two-batch
+    overlap's split, or, without it, the engine's shared experts on a second stream; None
+    where neither applies."""
+    if d.two_batch_overlap:
+        return TWO_BATCH_OVERLAP_ROW, TWO_BATCH_OVERLAP_SOURCE
+    o = engine_overheads(d)
+    if o is not None and o.shared_experts_stream.value:
+        return SHARED_EXPERTS_STREAM_ROW, o.shared_experts_stream.source
+    return None
+
+
 # the MoE layer's routed side: router, experts, their kernels and (EP) exchange
 ROUTED_SIDE = ("moe_gate", "moe_routed", "moe_elementwise", "ep_dispatch", "ep_combine")
 

@@ -69,7 +69,19 @@ class PoolResults(Spec):
     extrapolated_ops: list[str] = Field(
         description="Ops priced outside measured grids or from another GPU's tables; sorted."
     )
-    overlap_saved_s: float | None = Field(description="Mean seconds per step TBO saved.")
+    overlap_saved_s: float | None = Field(
+        description="Mean seconds per step that work run concurrently hid (overlap_row says "
+        "which: two-batch overlap, or an engine's second stream)."
+    )
+    overlap_row: str | None = Field(
+        default=None,
+        description="What overlap_saved_s is: 'two_batch_overlap' (steps split in two "
+        "micro-batches) or 'shared_experts_stream' (a graph-replayed decode running the "
+        "shared experts beside the routed side on a second stream); null where neither applies.",
+    )
+    overlap_source: str | None = Field(
+        default=None, description="Where overlap_row's mechanism comes from."
+    )
     mtp_accept_len: float | None = Field(description="Mean tokens per decode verify step.")
     preemptions: int = Field(description="Recompute preemptions in the whole run.")
 
@@ -79,8 +91,8 @@ class PoolResults(Spec):
 FROM_MAIN_POOL = (
     "kv_dup_factor", "kv_bytes_per_token_per_gpu", "kv_capacity_tokens_per_gpu",
     "kv_capacity_tokens_per_rank", "kv_utilisation", "batch_per_rank", "decode_batch_per_rank",
-    "dp_imbalance", "step_time_s", "step_breakdown_s", "overlap_saved_s", "step_sources",
-    "extrapolated_ops", "mtp_accept_len",
+    "dp_imbalance", "step_time_s", "step_breakdown_s", "overlap_saved_s", "overlap_row",
+    "overlap_source", "step_sources", "extrapolated_ops", "mtp_accept_len",
 )  # fmt: skip
 
 
@@ -157,8 +169,17 @@ class DeploymentResults(Spec):
     step_breakdown_s: dict[str, float] = Field(description="Mean seconds per step, by op.")
     overlap_saved_s: float | None = Field(
         default=None,
-        description="Mean seconds per step two-batch overlap saved (negative: splitting cost "
-        "more than it hid); the ops of step_breakdown_s add up to step_time_s plus this.",
+        description="Mean seconds per step that work run concurrently hid (overlap_row says "
+        "which; negative: splitting in two micro-batches cost more than it hid); the ops of "
+        "step_breakdown_s add up to step_time_s plus this.",
+    )
+    overlap_row: str | None = Field(
+        default=None,
+        description="What overlap_saved_s is: 'two_batch_overlap' or 'shared_experts_stream' "
+        "(as in pools[]); null where neither applies.",
+    )
+    overlap_source: str | None = Field(
+        default=None, description="Where overlap_row's mechanism comes from."
     )
     step_sources: dict[str, str] = Field(description="Source of each op's time.")
     extrapolated_ops: list[str] = Field(

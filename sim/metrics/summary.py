@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.cost.overheads import overlap_row
 from sim.engine import Phase, PoolRecord, RunRecord
 from sim.metrics.benchmark import summarize_benchmark
 from sim.metrics.requests import BoolArray, RequestLatencies, request_latencies, token_gaps
@@ -58,6 +59,7 @@ def summarize_pool(run: RunRecord, pool: PoolRecord) -> PoolResults:
     acc = log.column("accept_tokens")[w]
     kv_cap = pool.kv_capacity_pages * R
     mem = pool.memory
+    overlap = overlap_row(d)
     return PoolResults(
         name=pool.name,
         role=pool.role,
@@ -78,6 +80,8 @@ def summarize_pool(run: RunRecord, pool: PoolRecord) -> PoolResults:
         step_sources={n: log.op_source(n) for n in log.op_names},
         extrapolated_ops=sorted(n for n, x in log.op_extrapolated.items() if x),
         overlap_saved_s=_mean(log.column("overlap_saved_s")[w]),
+        overlap_row=None if overlap is None else overlap[0],
+        overlap_source=None if overlap is None else overlap[1],
         mtp_accept_len=float(acc.sum() / dec.sum()) if dec.sum() else None,
         preemptions=pool.preempted,
         kv_dup_factor=mem.kv_dup_factor,

@@ -122,6 +122,7 @@ gpu: h200
 deployments:
   - {name: tp8, attn_tp: 8, moe_tp: 8}
   - {name: dp8_tbo, attn_tp: 1, moe_ep: 8, two_batch_overlap: true}
+  - {name: tp8_sglang, attn_tp: 8, moe_tp: 8, engine: sglang}
 workload:
   kind: closed
   concurrency: 128
@@ -132,22 +133,31 @@ run: {duration_s: 6, warmup_s: 1, seed: 1}
 """
 
 
-def test_breakdown_shows_two_batch_overlap_so_parts_add_up_to_the_step() -> None:
+def test_breakdown_shows_what_overlap_hid_by_how_so_parts_add_up_to_the_step() -> None:
     results = run_scenario(parse_scenario(TBO))
     parts = results_view.step_parts(results)
-    tp8, tbo = results.deployments
-    assert charts.OVERLAP not in parts["tp8"]  # no overlap, no segment
+    tp8, tbo, sglang = results.deployments
+    assert not set(charts.OVERLAPS) & set(parts["tp8"])  # no overlap, no segment
+    assert tp8.overlap_row is None and tbo.overlap_row == charts.OVERLAP
     saved = results_view.overlap_saved(tbo)
     assert saved is not None and saved < 0  # 16 decode requests per rank: splitting costs time
     assert parts["dp8_tbo"][charts.OVERLAP] == pytest.approx(-saved)
-    for d in (tp8, tbo):
+    # SGLang's graph-replayed decode hides its shared experts on a second stream: its own row
+    stream = results_view.overlap_saved(sglang)
+    assert sglang.overlap_row == "shared_experts_stream" and stream is not None and stream > 0
+    assert "forward_normal_dual_stream" in (sglang.overlap_source or "")
+    assert parts["tp8_sglang"]["shared_experts_stream"] == pytest.approx(-stream)
+    assert charts.OVERLAP not in parts["tp8_sglang"]
+    for d in results.deployments:
         assert sum(parts[d.name].values()) == pytest.approx(d.step_time_s, rel=1e-9)
     steps = {d.name: d.step_time_s for d in results.deployments}
     fig = charts.step_breakdown(parts, results_view.op_sources(results), step_s=steps)
     seg = next(t for t in fig.data if t.name == charts.OVERLAP_LABEL)
-    assert list(seg.y) == pytest.approx([0.0, -saved * 1e3])  # a cost is a positive segment
+    assert list(seg.y) == pytest.approx([0.0, -saved * 1e3, 0.0])  # a cost is a positive segment
+    seg = next(t for t in fig.data if t.name == charts.overlap_label("shared_experts_stream"))
+    assert list(seg.y) == pytest.approx([0.0, 0.0, -stream * 1e3])
     assert fig.data[-1].name == "step time"
-    assert list(fig.data[-1].y) == pytest.approx([d.step_time_s * 1e3 for d in (tp8, tbo)])
+    assert list(fig.data[-1].y) == pytest.approx([d.step_time_s * 1e3 for d in results.deployments])
 
 
 def test_an_empty_latency_cdf_says_so_instead_of_drawing_empty_axes() -> None:

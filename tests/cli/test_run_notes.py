@@ -169,12 +169,12 @@ def test_breakdown_shows_what_two_batch_overlap_saved_or_cost() -> None:
 
     from sim.cli.run import breakdown_table
 
-    def dep(name: str, saved: float | None) -> SimpleNamespace:
+    def dep(name: str, saved: float | None, row: str | None = None) -> SimpleNamespace:
         ops = {"attn_decode": 0.010, "ep_combine": 0.020}
         step = sum(ops.values()) - (saved or 0.0)
         return SimpleNamespace(
             name=name, step_breakdown_s=ops, step_sources={o: "roofline" for o in ops},
-            extrapolated_ops=[], overlap_saved_s=saved, step_time_s=step,
+            extrapolated_ops=[], overlap_saved_s=saved, step_time_s=step, overlap_row=row,
         )  # fmt: skip
 
     results = cast(Results, SimpleNamespace(deployments=[dep("off", None), dep("on", 0.008)]))
@@ -188,6 +188,15 @@ def test_breakdown_shows_what_two_batch_overlap_saved_or_cost() -> None:
     console = Console(width=200, record=True)
     console.print(breakdown_table(costly))
     assert "+18.000 (overlap)" in console.export_text()
+    # an engine's second stream is its own row, not two-batch overlap's
+    mixed = [dep("tbo", 0.008, "two_batch_overlap"), dep("sg", 0.003, "shared_experts_stream")]
+    console = Console(width=200, record=True)
+    console.print(breakdown_table(cast(Results, SimpleNamespace(deployments=mixed))))
+    lines = [x for x in console.export_text().splitlines() if x.startswith("│")]
+    rows = {line.split("│")[1].strip(): line.split("│")[2:4] for line in lines}
+    assert [c.strip() for c in rows["two_batch_overlap"]] == ["-8.000 (overlap)", "-"]
+    assert [c.strip() for c in rows["shared_experts_stream"]] == ["-", "-3.000 (2nd stream)"]
+    assert [c.strip() for c in rows["step"]] == ["22.000", "27.000"]
 
 
 def test_layout_says_what_a_name_may_not() -> None:
