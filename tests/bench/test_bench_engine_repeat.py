@@ -25,6 +25,7 @@ def _run(b: ModuleType, cpu_s: float, steps: int = 100, digest: str = "d1") -> o
     return b.CaseResult(
         name="decode", summary={"steps": steps, "digest": digest}, cpu_s=cpu_s, cost_cpu_s=0.0,
         wall_s=cpu_s, steps=steps, events=steps, request_steps=steps, batch_per_rank=1.0,
+        later_us_per_step=cpu_s / steps * 1e6,
     )  # fmt: skip
 
 
@@ -42,3 +43,23 @@ def test_repeats_that_simulate_differently_stop_the_bench() -> None:
     b = _bench()
     with pytest.raises(SystemExit, match="digest"):
         b.fastest([_run(b, 0.5), _run(b, 0.4, digest="d2")])
+
+
+def test_later_half_is_the_cpu_from_the_middle_step_to_the_last() -> None:
+    """Steps priced at CPU clock 0, 10, 11, 12, 13 s: the later half runs from step 2 (11 s) to
+    step 4 (13 s), 2 s over 2 steps; the cold first steps and what follows the last are out."""
+    b = _bench()
+
+    class Fixed:
+        def step_cost(self, batch: object) -> object:
+            return batch
+
+    timed = b.TimedCost(Fixed())
+    timed.marks = [0.0, 10.0, 11.0, 12.0, 13.0]
+    assert timed.later_half_us_per_step() == pytest.approx(1e6)
+    timed.marks = [5.0]
+    assert timed.later_half_us_per_step() == 0.0  # one step: no later half to time
+    timed.marks = []
+    timed.step_cost(None)
+    timed.step_cost(None)
+    assert len(timed.marks) == 2 and timed.marks[0] <= timed.marks[1]
