@@ -110,8 +110,11 @@ def read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
-def read_table(folder: Path, name: str, columns: tuple[str, ...]) -> Any:
-    """`<folder>/<name>.parquet` as a pandas DataFrame holding at least `columns`."""
+def read_table(
+    folder: Path, name: str, columns: tuple[str, ...], latencies: tuple[str, ...] = ("latency",)
+) -> Any:
+    """`<folder>/<name>.parquet` as a pandas DataFrame holding at least `columns`, its
+    `latencies` columns all positive."""
     import pandas as pd  # the converter's dependency only
 
     path = folder / f"{name}.parquet"
@@ -128,6 +131,7 @@ def read_table(folder: Path, name: str, columns: tuple[str, ...]) -> Any:
             f"{path}: columns {missing} missing; the converter reads {list(columns)} "
             f"(found {list(frame.columns)})"
         )
-    if (frame["latency"] <= 0).any():
-        raise AicError(f"{path}: non-positive latencies")
+    for column in latencies:
+        if (frame[column] <= 0).any():
+            raise AicError(f"{path}: non-positive latencies in {column}")
     return frame

@@ -302,3 +302,60 @@ def collective(
             )
         )
     return tables
+
+
+# DeepSeek-V3's MoE layer in DeepEP's benchmark layout (hidden, top-k, experts), the layout
+# `EpDispatch.benchmark_copies` counts copies for; one node is 8 GPUs in the collector's runs
+DEEPEP_SHAPE = (7168, 8, 256)
+DEEPEP_GPUS_PER_NODE = 8
+DEEPEP_LL_COLUMNS = {"ep_dispatch": "dispatch_avg_t_us", "ep_combine": "combine_avg_t_us"}
+
+
+def deepep_low_latency(
+    frame: Any,
+    source: str,
+    nvlink_bytes_per_s: float,
+    nic_bytes_per_s: float,
+    notes: list[str],
+) -> list[OpTable]:
+    """wideep_deepep_ll_perf: DeepEP's low-latency dispatch and combine kernels (SGLang's
+    collector runs DeepEP's own low-latency test: `num_token` tokens per GPU, each sent to its
+    top-k experts of `num_experts` spread over `node_num` x 8 GPUs, times in us). -> `ep_dispatch`
+    and `ep_combine` (mode low_latency) of DeepSeek-V3's layer: one node over NVLink (EP8, axis
+    tokens_per_rank), several over RDMA (axes ep and tokens_per_rank)."""
+    hidden, topk, experts = DEEPEP_SHAPE
+    rows = frame[
+        (frame.hidden_size == hidden) & (frame.num_topk == topk) & (frame.num_experts == experts)
+    ]
+    if rows.empty:
+        notes.append(f"ep_dispatch, ep_combine: {source} holds no {hidden}-wide top-{topk} rows")
+        return []
+    rows, kernel = _one_kernel(rows, "deepep low_latency", notes)
+    tables = []
+    for op, column in DEEPEP_LL_COLUMNS.items():
+        for link, by in (("nvlink", rows[rows.node_num == 1]), ("rdma", rows[rows.node_num > 1])):
+            if by.empty:
+                continue
+            ep = by.node_num * DEEPEP_GPUS_PER_NODE
+            cells = {
+                (float(e), float(n)): float(us) / 1000.0
+                for e, n, us in zip(ep, by.num_token, by[column], strict=True)
+            }
+            what = f"{op} low_latency over {link}"
+            axes, grid = full_grid(cells, ("ep", "tokens_per_rank"), notes, what)
+            if not grid:
+                continue
+            key: dict[str, KeyValue] = {
+                "hidden": hidden, "topk": topk, "mode": "low_latency", "link": link,
+            }  # fmt: skip
+            if len(axes["ep"]) == 1:  # one EP size: a key, as DeepEP's own tables keep it
+                key["ep"] = int(axes.pop("ep")[0])
+                grid = {coords[1:]: ms for coords, ms in grid.items()}
+            speed = nvlink_bytes_per_s if link == "nvlink" else nic_bytes_per_s
+            tables.append(
+                make_table(
+                    op, key, axes, grid, dtype="bf16", kernel=kernel, source=source,
+                    link_bytes_per_s=speed,
+                )
+            )  # fmt: skip
+    return tables

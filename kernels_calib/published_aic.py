@@ -157,20 +157,22 @@ def build(
             measured.append(op)
             provenance[op] = where
     tables += _collectives(s, system, gpu, notes, provenance, measured)
+    if engine == "sglang":  # DeepEP is SGLang's expert-parallel exchange
+        tables += _deepep(s, system, gpu, engine_version, notes, provenance, measured)
     roofline = load_profile(f"{gpu.name}-roofline")
-    unmeasured = sorted(
-        {
-            "mla_prefill_chunked",
-            "mla_extend_absorb",
-            "mla_extend_expand",
-            "dsa_*",
-            "ep_dispatch",
-            "ep_combine",
-            "elementwise",
-        }
-    )
+    unmeasured = {
+        "mla_prefill_chunked",
+        "mla_extend_absorb",
+        "mla_extend_expand",
+        "dsa_*",
+        "elementwise",
+    }
+    if "ep_dispatch" not in measured:
+        unmeasured |= {"ep_dispatch", "ep_combine"}
+    elif "ep_dispatch (normal)" not in measured:
+        unmeasured.add("ep_dispatch and ep_combine in normal (prefill) mode")
     notes.append(
-        f"roofline ({roofline.name}'s factors) prices: {', '.join(unmeasured)}; "
+        f"roofline ({roofline.name}'s factors) prices: {', '.join(sorted(unmeasured))}; "
         "DSA sparse attention tables are module-level and not converted"
     )
     notes.append("latencies are aiconfigurator's mean over its timed runs, stored as p50")
@@ -249,6 +251,52 @@ def _collectives(
         if made:
             measured.append(op)
             provenance[op] = where
+    return tables
+
+
+DEEPEP_LL_TABLE = "wideep_deepep_ll_perf"
+DEEPEP_LL_COLUMNS = (
+    "kernel_source",
+    "node_num",
+    "hidden_size",
+    "num_token",
+    "num_topk",
+    "num_experts",
+    "dispatch_avg_t_us",
+    "combine_avg_t_us",
+)
+
+
+def _deepep(
+    s: src.Source,
+    system: str,
+    gpu: Any,
+    version: str | None,
+    notes: list[str],
+    provenance: dict[str, str],
+    measured: list[str],
+) -> list[OpTable]:
+    """DeepEP's low-latency (decode) dispatch and combine from SGLang's collector, from one
+    version folder as every family is (`version` where it holds the table, else the newest
+    that does)."""
+    found = _pick(s, system, "comm", "sglang", DEEPEP_LL_TABLE, version)
+    if found is None:
+        notes.append(f"ep_dispatch, ep_combine: no comm/sglang/*/{DEEPEP_LL_TABLE} for {system}")
+        return []
+    folder, used = found
+    latencies = ("dispatch_avg_t_us", "combine_avg_t_us")
+    frame = src.read_table(folder, DEEPEP_LL_TABLE, DEEPEP_LL_COLUMNS, latencies)
+    where = f"{src.PACKAGE} {s.version}: {system}/comm/sglang/{used}/{DEEPEP_LL_TABLE}.parquet"
+    tables = at.deepep_low_latency(frame, where, gpu.nvlink_gb_s * 1e9, gpu.nic_gb_s * 1e9, notes)
+    if tables:
+        measured += ["ep_dispatch", "ep_combine"]
+        provenance["ep_dispatch"] = provenance["ep_combine"] = where
+        links = sorted({str(t.key["link"]) for t in tables})
+        notes.append(
+            f"ep_dispatch, ep_combine: DeepEP's low-latency kernels as SGLang's collector timed "
+            f"them (DeepSeek-V3's 7,168-wide tokens, top-8 of 256 experts) over "
+            f"{' and '.join(links)}; its normal (prefill) kernels are not converted"
+        )
     return tables
 
 

@@ -19,12 +19,23 @@ from sim.cost.ops import Op, elem_bytes
 from sim.cost.rate import Rate
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import MlaSpec, ModelSpec
-from sim.specs.profile import COMM_OPS, MLA_SHAPED_OPS, OpTable, Profile, check_op
+from sim.specs.profile import (
+    COMM_OPS,
+    EP_COMBINE,
+    EP_DISPATCH,
+    MLA_SHAPED_OPS,
+    OpTable,
+    Profile,
+    check_op,
+)
 
 Attrs = Mapping[str, object]  # an op's attributes by name
 QuerySeconds = Callable[[Attrs], tuple[float, float]]
 SLICES = 4096  # slices kept (a slice: at most one table's grid of prices)
 MISMATCH = 10.0  # key distance of a differing text attribute or dtype (~ a 22000x numeric gap)
+# DeepEP's low-latency and normal kernels, over NVLink or RDMA, are different kernels: an
+# exchange is read only from a table of its own mode and link (else the roofline prices it)
+EP_KERNEL_KEYS = {EP_DISPATCH: ("mode", "link"), EP_COMBINE: ("mode", "link")}
 
 
 def _number(x: object) -> bool:
@@ -92,13 +103,23 @@ class CalibratedCost:
     GPU is passed that one as `profile_gpu`, its compute tables carried to `gpu` and every table
     estimate flagged extrapolated. Calls only fill caches, so their order does not matter."""
 
-    def __init__(self, profile: Profile, gpu: GpuSpec, profile_gpu: GpuSpec | None = None) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        gpu: GpuSpec,
+        profile_gpu: GpuSpec | None = None,
+        launch_s: float | None = None,
+    ) -> None:
+        """`launch_s`: what a kernel without a table pays beyond its work (an engine's kernel
+        in a CUDA graph, `sim.cost.overheads`); default the profile's launch figure, which
+        stays the floor of every table's fixed part (the tables' kernels were timed so)."""
         self.profile, self.gpu = profile, gpu
         measured_on = profile_gpu or gpu
         self._borrowed = "" if measured_on.name == gpu.name else measured_on.name
         shape = profile.model_shape
         self._mla: MlaSpec | None = shape.mla_spec() if shape else None
         self._launch_s = profile.roofline.launch_overhead_us.value * 1e-6
+        self._no_table_launch_s = self._launch_s if launch_s is None else launch_s
         self._grids: dict[str, list[Grid]] = {}
         for table in profile.tables:
             grid = Grid.of(table, measured_on)
@@ -127,14 +148,26 @@ class CalibratedCost:
             raise ValueError(f"{op.op} is not a communication op: use rate()")
         return self._rate(op, "bf16", math.inf, link_bytes_per_s)
 
+    def _tabled(self, op: Op) -> bool:
+        """Whether a table prices `op`: one of its name (and, for an EP exchange, of its
+        kernels' mode and link: `EP_KERNEL_KEYS`)."""
+        grids = self._grids.get(op.op)
+        if not grids:
+            return False
+        same = EP_KERNEL_KEYS.get(op.op)
+        if same is None:
+            return True
+        attrs = op.attributes()
+        return any(all(g.table.key.get(k) == attrs[k] for k in same) for g in grids)
+
     def _rate(self, op: Op, dtype: str, peak: float, bandwidth: float) -> Rate:
         """`op`'s rate computing in `dtype` at `peak` FLOP/s, moving bytes at `bandwidth`."""
         e_c, e_m = self._typical(op.op)
-        if op.op not in self._grids:
+        if not self._tabled(op):
             return Rate(
                 compute_s_per_s=1 / e_c,
                 memory_s_per_s=1 / e_m,
-                fixed_s=self._launch_s,
+                fixed_s=self._no_table_launch_s,
                 source="roofline",
                 detail=f"{op.op}: no table; roofline at efficiencies {e_c:.3g}, {e_m:.3g}",
             )
@@ -150,13 +183,7 @@ class CalibratedCost:
     ) -> Rate:
         """The rule; `query_s`: a query's compute and memory (link) seconds at its attributes
         on what runs it (`context`: what else they depend on, the dtype and the link)."""
-        names = sorted({k for g in self._grids[op] for k in g.table.key})
-        cache_key = (op, dtype, *(attrs[n] for n in names))
-        if cache_key not in self._choice:
-            self._choice[cache_key] = self._nearest(op, attrs, dtype)
-        grids, key_distance = self._choice[cache_key]
-        # a staircase of grids at one key: the one the query lies nearest (then the larger)
-        grid = min(grids, key=lambda g: (g.clamp(attrs)[1], -len(g.table.points)))
+        grid, key_distance = self._grid(op, attrs, dtype)
         at, far = grid.clamp(attrs)
         table = grid.table
         e_c, e_m = self._typical(op)
@@ -182,6 +209,26 @@ class CalibratedCost:
             detail=f"{op}[{table.impl}] {how}; fixed {fixed * 1e6:.3g} us + work, "
             f"{t_c * 1e6:.3g} us there; {table.source}",
         )
+
+    def _grid(self, op: str, attrs: Attrs, dtype: str) -> tuple[Grid, float]:
+        """The grid a query of `op` at `attrs` is read from, and its key's distance from it."""
+        names = sorted({k for g in self._grids[op] for k in g.table.key})
+        cache_key = (op, dtype, *(attrs[n] for n in names))
+        if cache_key not in self._choice:
+            self._choice[cache_key] = self._nearest(op, attrs, dtype)
+        grids, key_distance = self._choice[cache_key]
+        # a staircase of grids at one key: the one the query lies nearest (then the larger)
+        return min(grids, key=lambda g: (g.clamp(attrs)[1], -len(g.table.points))), key_distance
+
+    def axis_values(self, op: Op, axis: str, dtype: str = "bf16") -> tuple[float, ...]:
+        """The values along `axis` of the table `op` is read from (one for a key attribute;
+        none where the profile holds no table for it)."""
+        if not self._tabled(op):
+            return ()
+        table = self._grid(op.op, op.attributes(), dtype)[0].table
+        if axis in table.axes:
+            return tuple(table.axes[axis])
+        return (float(table.key[axis]),) if axis in table.key else ()  # type: ignore[arg-type]
 
     def _slice_s(self, grid: Grid, attrs: Attrs, query_s: QuerySeconds, context: object) -> float:
         """q's price read off its slice of the grid (the nodes at its clamped coordinates,

@@ -317,7 +317,10 @@ def ep_exchange(
         runs = replace(table_op, tokens_per_rank=per_gpu, copies=copies)
         ops[kind.op] = pr.link(table_op, link.bytes_per_s, runs=runs)
     if mode == "low_latency":
-        ops = {op: _with_latency_floor(pr, op, t, per_gpu) for op, t in ops.items()}
+        ops = {
+            kind.op: _with_latency_floor(pr, kind(*shape), ops[kind.op], per_gpu)
+            for kind in (EpDispatch, EpCombine)
+        }
     return ops
 
 
@@ -332,12 +335,13 @@ DEEPEP_LL_BENCHMARK_TOKENS = 128.0
 DEEPEP_LL_FLOOR_S = LOW_LATENCY_TOKEN_CURVE_US[0][1] * 1e-6 / 2
 
 
-def _with_latency_floor(pr: Pricer, op: str, t: OpTime, tokens_per_gpu: float) -> OpTime:
+def _with_latency_floor(pr: Pricer, op: EpDispatch, t: OpTime, tokens_per_gpu: float) -> OpTime:
     """A low-latency kernel's time read from DeepEP's 128-token figures, as a fixed floor plus
     a part in proportion to tokens instead of all in proportion: `DEEPEP_LL_FLOOR_S` x
     (1 - tokens / 128) more (less above 128 tokens). Only where a published table prices it
-    (a roofline price has its own fixed part)."""
-    if not pr.has_table(op) or t.seconds <= 0:
+    at one batch (a roofline price has its own fixed part, and a table timed over a range of
+    tokens per GPU, as aiconfigurator-core's are, holds the kernels' own)."""
+    if len(pr.table_axis(op, "tokens_per_rank")) != 1 or t.seconds <= 0:
         return t
     share = tokens_per_gpu / DEEPEP_LL_BENCHMARK_TOKENS
     seconds = max(t.seconds + DEEPEP_LL_FLOOR_S * (1.0 - share), DEEPEP_LL_FLOOR_S)

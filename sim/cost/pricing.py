@@ -55,6 +55,12 @@ class Pricer:
             known = self._tables[op] = bool(ask(op)) if ask is not None else False
         return known
 
+    def table_axis(self, op: Op, axis: str) -> tuple[float, ...]:
+        """The values along `axis` of the measured or published table `op` is read from (none
+        where the estimator holds no table for it)."""
+        ask = getattr(self.estimator, "axis_values", None)
+        return tuple(ask(op, axis)) if ask is not None else ()
+
     def rate(self, op: Op, dtype: str = "bf16") -> Rate:
         """The op's rate at its shape (computing in `dtype`), memoised."""
         key = (op.op, dtype)

@@ -85,13 +85,14 @@ class ServingCostModel:
         if estimator is None and profile is not None:
             if model.attention == "mla":
                 check_model(profile, model)
-            estimator = CalibratedCost(profile, gpu, profile_gpu)
             r = profile.roofline
-            # an engine replays its decode steps from CUDA graphs: kernels pay the measured
-            # replay gap, not the profile's residual (`sim.cost.overheads`)
+            # an engine replays its decode steps from CUDA graphs: kernels priced by the
+            # roofline (the profile's ops without a table among them) pay the measured replay
+            # gap, not the profile's residual (`sim.cost.overheads`)
             launch_s = r.launch_overhead_us.value * 1e-6
             if self.overheads is not None:
                 launch_s = self.overheads.launch_overhead_s()
+            estimator = CalibratedCost(profile, gpu, profile_gpu, launch_s=launch_s)
             fallback, attention_fallback = (
                 RooflineCost(
                     gpu,

@@ -182,3 +182,25 @@ def test_no_second_stream_for_prefill_eager_decode_or_sglang_deepep() -> None:
     assert step("sglang", decode_batch(1, 4, 2048), moe_tp=1).overlap_saved_s == 0.0
     ep8 = step("trtllm", decode_batch(1, 4, 2048), "h200-trtllm", moe_tp=1)
     assert ep8.overlap_saved_s == pytest.approx(ep8.ops["moe_shared"].seconds)
+
+
+def test_a_profile_op_without_a_table_pays_the_engines_launch() -> None:
+    """h200-sglang holds no mla_prefill table: the roofline prices SGLang's prefill attention,
+    and with `engine: sglang` each call pays SGLang's kernel in a graph, not the profile's
+    launch figure; ops with a table keep the table's own fixed part."""
+    profile = load_profile("h200-sglang")
+    assert not any(t.op == "mla_prefill" for t in profile.tables)
+    prompt = BatchShape(
+        num_ranks=1,
+        rank=np.zeros(1, dtype=np.int64),
+        new_tokens=np.array([1024]),
+        kv_tokens=np.array([1024]),
+        is_decode=np.array([False]),
+    )
+    sglang, generic = step("sglang", prompt), step(None, prompt)
+    delta = profile.roofline.launch_overhead_us.value - SMALL_KERNEL_US["sglang"]
+    assert delta > 3.0  # 5.22 us against 1.93 us a kernel
+    attn = generic.ops["attn_prefill"].seconds - sglang.ops["attn_prefill"].seconds
+    assert attn == pytest.approx(V3.attention_layers * delta * 1e-6, rel=1e-9)
+    for op in ("attn_proj", "moe_routed", "lm_head"):  # from tables: the same either way
+        assert sglang.ops[op].seconds == generic.ops[op].seconds
