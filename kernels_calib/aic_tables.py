@@ -309,20 +309,30 @@ def collective(
 DEEPEP_SHAPE = (7168, 8, 256)
 DEEPEP_GPUS_PER_NODE = 8
 DEEPEP_LL_COLUMNS = {"ep_dispatch": "dispatch_avg_t_us", "ep_combine": "combine_avg_t_us"}
+# the normal (prefill) kernels' SMs: DeepEP's README configures its inference-prefill example
+# with Buffer.set_num_sms(24), the communication SMs the cost model leaves the GEMMs beside
+DEEPEP_NORMAL_SMS = 24
+DEEPEP_NORMAL_COLUMNS = {
+    "ep_dispatch": ("dispatch_sms", "dispatch_notify_us", "dispatch_transmit_us"),
+    "ep_combine": ("combine_sms", "combine_notify_us", "combine_transmit_us"),
+}
 
 
-def deepep_low_latency(
+def deepep(
     frame: Any,
+    mode: str,
     source: str,
     nvlink_bytes_per_s: float,
     nic_bytes_per_s: float,
     notes: list[str],
 ) -> list[OpTable]:
-    """wideep_deepep_ll_perf: DeepEP's low-latency dispatch and combine kernels (SGLang's
-    collector runs DeepEP's own low-latency test: `num_token` tokens per GPU, each sent to its
-    top-k experts of `num_experts` spread over `node_num` x 8 GPUs, times in us). -> `ep_dispatch`
-    and `ep_combine` (mode low_latency) of DeepSeek-V3's layer: one node over NVLink (EP8, axis
-    tokens_per_rank), several over RDMA (axes ep and tokens_per_rank)."""
+    """DeepEP's dispatch and combine kernels as SGLang's collector runs DeepEP's own tests:
+    `num_token` tokens per GPU, each sent to its top-k experts of `num_experts` spread over
+    `node_num` x 8 GPUs, times in us. `mode` low_latency: wideep_deepep_ll_perf (each kernel's
+    mean time); normal: wideep_deepep_normal_perf at `DEEPEP_NORMAL_SMS` SMs (its notify and
+    transmit phases together). -> `ep_dispatch` and `ep_combine` of DeepSeek-V3's layer in that
+    mode: one node over NVLink (EP8, axis tokens_per_rank), several over RDMA (axes ep and
+    tokens_per_rank)."""
     hidden, topk, experts = DEEPEP_SHAPE
     rows = frame[
         (frame.hidden_size == hidden) & (frame.num_topk == topk) & (frame.num_experts == experts)
@@ -330,23 +340,30 @@ def deepep_low_latency(
     if rows.empty:
         notes.append(f"ep_dispatch, ep_combine: {source} holds no {hidden}-wide top-{topk} rows")
         return []
-    rows, kernel = _one_kernel(rows, "deepep low_latency", notes)
+    rows, kernel = _one_kernel(rows, f"deepep {mode}", notes)
     tables = []
-    for op, column in DEEPEP_LL_COLUMNS.items():
-        for link, by in (("nvlink", rows[rows.node_num == 1]), ("rdma", rows[rows.node_num > 1])):
+    for op in DEEPEP_LL_COLUMNS:
+        if mode == "low_latency":
+            mine, times = rows, rows[DEEPEP_LL_COLUMNS[op]]
+        else:
+            sms, notify, transmit = DEEPEP_NORMAL_COLUMNS[op]
+            mine = rows[rows[sms] == DEEPEP_NORMAL_SMS]
+            times = mine[notify] + mine[transmit]
+        for link, one in (("nvlink", mine.node_num == 1), ("rdma", mine.node_num > 1)):
+            by, us_of = mine[one], times[one]
             if by.empty:
                 continue
             ep = by.node_num * DEEPEP_GPUS_PER_NODE
             cells = {
                 (float(e), float(n)): float(us) / 1000.0
-                for e, n, us in zip(ep, by.num_token, by[column], strict=True)
+                for e, n, us in zip(ep, by.num_token, us_of, strict=True)
             }
-            what = f"{op} low_latency over {link}"
+            what = f"{op} {mode} over {link}"
             axes, grid = full_grid(cells, ("ep", "tokens_per_rank"), notes, what)
             if not grid:
                 continue
             key: dict[str, KeyValue] = {
-                "hidden": hidden, "topk": topk, "mode": "low_latency", "link": link,
+                "hidden": hidden, "topk": topk, "mode": mode, "link": link,
             }  # fmt: skip
             if len(axes["ep"]) == 1:  # one EP size: a key, as DeepEP's own tables keep it
                 key["ep"] = int(axes.pop("ep")[0])

@@ -169,8 +169,9 @@ def build(
     }
     if "ep_dispatch" not in measured:
         unmeasured |= {"ep_dispatch", "ep_combine"}
-    elif "ep_dispatch (normal)" not in measured:
-        unmeasured.add("ep_dispatch and ep_combine in normal (prefill) mode")
+    for mode in DEEPEP_TABLES if "ep_dispatch" in measured else ():
+        if f"ep ({mode})" not in measured:
+            unmeasured.add(f"ep_dispatch and ep_combine in {mode} mode")
     notes.append(
         f"roofline ({roofline.name}'s factors) prices: {', '.join(sorted(unmeasured))}; "
         "DSA sparse attention tables are module-level and not converted"
@@ -254,16 +255,29 @@ def _collectives(
     return tables
 
 
-DEEPEP_LL_TABLE = "wideep_deepep_ll_perf"
-DEEPEP_LL_COLUMNS = (
+# DeepEP's tables in SGLang's collector, by mode: (table, the columns the converter reads)
+DEEPEP_TABLES = {
+    "low_latency": (
+        "wideep_deepep_ll_perf",
+        ("dispatch_avg_t_us", "combine_avg_t_us"),
+        ("dispatch_avg_t_us", "combine_avg_t_us"),
+    ),
+    "normal": (
+        "wideep_deepep_normal_perf",
+        (
+            "dispatch_sms", "dispatch_notify_us", "dispatch_transmit_us",
+            "combine_sms", "combine_notify_us", "combine_transmit_us",
+        ),
+        ("dispatch_transmit_us", "combine_transmit_us"),
+    ),
+}  # fmt: skip
+DEEPEP_COLUMNS = (
     "kernel_source",
     "node_num",
     "hidden_size",
     "num_token",
     "num_topk",
     "num_experts",
-    "dispatch_avg_t_us",
-    "combine_avg_t_us",
 )
 
 
@@ -276,27 +290,34 @@ def _deepep(
     provenance: dict[str, str],
     measured: list[str],
 ) -> list[OpTable]:
-    """DeepEP's low-latency (decode) dispatch and combine from SGLang's collector, from one
-    version folder as every family is (`version` where it holds the table, else the newest
-    that does)."""
-    found = _pick(s, system, "comm", "sglang", DEEPEP_LL_TABLE, version)
-    if found is None:
-        notes.append(f"ep_dispatch, ep_combine: no comm/sglang/*/{DEEPEP_LL_TABLE} for {system}")
-        return []
-    folder, used = found
-    latencies = ("dispatch_avg_t_us", "combine_avg_t_us")
-    frame = src.read_table(folder, DEEPEP_LL_TABLE, DEEPEP_LL_COLUMNS, latencies)
-    where = f"{src.PACKAGE} {s.version}: {system}/comm/sglang/{used}/{DEEPEP_LL_TABLE}.parquet"
-    tables = at.deepep_low_latency(frame, where, gpu.nvlink_gb_s * 1e9, gpu.nic_gb_s * 1e9, notes)
+    """DeepEP's dispatch and combine from SGLang's collector, low-latency (decode) and normal
+    (prefill) kernels, each from one version folder as every family is (`version` where it
+    holds the table, else the newest that does)."""
+    tables: list[OpTable] = []
+    wheres: list[str] = []
+    for mode, (name, columns, positive) in DEEPEP_TABLES.items():
+        found = _pick(s, system, "comm", "sglang", name, version)
+        if found is None:
+            notes.append(f"ep_dispatch, ep_combine ({mode}): no comm/sglang/*/{name} for {system}")
+            continue
+        folder, used = found
+        frame = src.read_table(folder, name, DEEPEP_COLUMNS + columns, positive)
+        where = f"{src.PACKAGE} {s.version}: {system}/comm/sglang/{used}/{name}.parquet"
+        made = at.deepep(frame, mode, where, gpu.nvlink_gb_s * 1e9, gpu.nic_gb_s * 1e9, notes)
+        if made:
+            tables += made
+            wheres.append(where)
+            links = sorted({str(t.key["link"]) for t in made})
+            notes.append(
+                f"ep_dispatch, ep_combine ({mode}): DeepEP's kernels as SGLang's collector timed "
+                f"them (DeepSeek-V3's 7,168-wide tokens, top-8 of 256 experts"
+                + (f", {at.DEEPEP_NORMAL_SMS} SMs" if mode == "normal" else "")
+                + f") over {' and '.join(links)}"
+            )
+            measured.append(f"ep ({mode})")
     if tables:
         measured += ["ep_dispatch", "ep_combine"]
-        provenance["ep_dispatch"] = provenance["ep_combine"] = where
-        links = sorted({str(t.key["link"]) for t in tables})
-        notes.append(
-            f"ep_dispatch, ep_combine: DeepEP's low-latency kernels as SGLang's collector timed "
-            f"them (DeepSeek-V3's 7,168-wide tokens, top-8 of 256 experts) over "
-            f"{' and '.join(links)}; its normal (prefill) kernels are not converted"
-        )
+        provenance["ep_dispatch"] = provenance["ep_combine"] = "; ".join(wheres)
     return tables
 
 

@@ -1,7 +1,8 @@
-"""DeepEP's low-latency kernels as SGLang's collector timed them (aiconfigurator-core), read by
-the SGLang production-kernel profiles; an exchange is read only from a table of its own mode and
-link (`sim.cost.calibrated.EP_KERNEL_KEYS`), and a table timed over a range of tokens keeps its
-own fixed part (no DeepEP README floor on top: `sim.cost.comm_ops._with_latency_floor`)."""
+"""DeepEP's low-latency and normal kernels as SGLang's collector timed them
+(aiconfigurator-core), read by the SGLang production-kernel profiles; an exchange is read only
+from a table of its own mode and link (`sim.cost.calibrated.EP_KERNEL_KEYS`), and a table timed
+over a range of tokens keeps its own fixed part (no DeepEP README floor on top:
+`sim.cost.comm_ops._with_latency_floor`)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ def dp8(engine: str = "sglang") -> Deployment:
     )  # fmt: skip
 
 
-def table_us(op: str, tokens: float) -> float:
-    (table,) = [t for t in SGLANG.tables if t.op == op and t.key["link"] == "nvlink"]
-    assert table.key["mode"] == "low_latency" and table.key["ep"] == 8
+def table_us(op: str, tokens: float, mode: str = "low_latency") -> float:
+    (table,) = [t for t in SGLANG.tables if t.op == op and t.key["mode"] == mode]
+    assert table.key["link"] == "nvlink" and table.key["ep"] == 8
     by = {p.at["tokens_per_rank"]: p.latency_us_p50 for p in table.points}
     return by[tokens]
 
@@ -54,20 +55,35 @@ def test_the_tables_are_the_collectors_rows() -> None:
     pytest.importorskip("aiconfigurator_core")
     from kernels_calib import aic_source as src
 
-    version = SGLANG.provenance["ep_dispatch"].split("/comm/sglang/")[1].split("/")[0]
+    low, normal = SGLANG.provenance["ep_dispatch"].split("; ")
+    version = low.split("/comm/sglang/")[1].split("/")[0]
+    assert normal.endswith(f"/comm/sglang/{version}/wideep_deepep_normal_perf.parquet")
     folder = src.installed().folder("h200_sxm", "comm", "sglang", version)
-    rows = pd.read_parquet(folder / "wideep_deepep_ll_perf.parquet")
-    rows = rows[(rows.hidden_size == 7168) & (rows.num_topk == 8) & (rows.num_experts == 256)]
-    rows = rows[rows.node_num == 1]
-    assert len(rows) >= 8
-    for r in rows.itertuples():
+
+    def rows(name: str) -> object:
+        t = pd.read_parquet(folder / f"{name}.parquet")
+        t = t[(t.hidden_size == 7168) & (t.num_topk == 8) & (t.num_experts == 256)]
+        return t[t.node_num == 1]
+
+    ll = rows("wideep_deepep_ll_perf")
+    assert len(ll) >= 8
+    for r in ll.itertuples():
         assert table_us("ep_dispatch", float(r.num_token)) == pytest.approx(r.dispatch_avg_t_us)
         assert table_us("ep_combine", float(r.num_token)) == pytest.approx(r.combine_avg_t_us)
+    at_24 = rows("wideep_deepep_normal_perf")
+    at_24 = at_24[at_24.dispatch_sms == 24]
+    assert len(at_24) >= 8
+    for r in at_24.itertuples():
+        tokens, dispatch = float(r.num_token), r.dispatch_notify_us + r.dispatch_transmit_us
+        assert table_us("ep_dispatch", tokens, "normal") == pytest.approx(dispatch)
+        combine = r.combine_notify_us + r.combine_transmit_us
+        assert table_us("ep_combine", tokens, "normal") == pytest.approx(combine)
 
 
-def test_a_prefill_exchange_is_not_read_from_the_low_latency_table() -> None:
-    """The normal (prefill) kernels have no table in the SGLang profiles: the roofline prices
-    them, as before the low-latency tables came, whatever the nearest key."""
+def test_a_prefill_exchange_reads_the_normal_kernels_table() -> None:
+    """A prefill step runs DeepEP's normal kernels: read from their own table (24 SMs), never
+    the low-latency one, whatever the nearest key; over RDMA (no table of that link) the
+    roofline prices it."""
     cm = ServingCostModel(V3, H200, dp8(), SGLANG)
     prompt = BatchShape(
         num_ranks=8,
@@ -77,13 +93,16 @@ def test_a_prefill_exchange_is_not_read_from_the_low_latency_table() -> None:
         is_decode=np.zeros(8, dtype=bool),
     )
     step = cm.step_cost(prompt)
-    assert step.ops["ep_dispatch"].source == "roofline"
-    assert step.ops["ep_combine"].source == "roofline"
-    table = next(t for t in SGLANG.tables if t.op == "ep_dispatch")
-    probe = cm.pricer.table_axis  # the table an exchange is read from: none for another mode
+    for op in ("ep_dispatch", "ep_combine"):
+        assert step.ops[op].source == "published"
+        per_layer_us = step.ops[op].seconds / V3.moe_layers * 1e6
+        assert per_layer_us == pytest.approx(table_us(op, 2048.0, "normal"), rel=1e-6)
+    probe = cm.pricer.table_axis  # the table an exchange is read from
     normal = EpDispatch(2048.0, 8.0, "normal", "nvlink", 7168.0, 8.0)
     low = EpDispatch(32.0, 8.0, "low_latency", "nvlink", 7168.0, 8.0)
-    assert probe(normal, "tokens_per_rank") == ()
-    assert probe(low, "tokens_per_rank") == tuple(table.axes["tokens_per_rank"])
+    assert 2048.0 in probe(normal, "tokens_per_rank") and 131072.0 in probe(
+        normal, "tokens_per_rank"
+    )
+    assert probe(low, "tokens_per_rank")[-1] == 1024.0  # the low-latency table's own range
     over_rdma = EpDispatch(32.0, 16.0, "low_latency", "rdma", 7168.0, 8.0)
-    assert probe(over_rdma, "tokens_per_rank") == ()  # one node's NVLink table only
+    assert probe(over_rdma, "tokens_per_rank") == ()  # one node's NVLink tables only

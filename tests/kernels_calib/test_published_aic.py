@@ -52,7 +52,8 @@ def test_every_table_keeps_its_provenance() -> None:
         assert profile.provenance["package"].startswith(src.PACKAGE)
         for table in profile.tables:
             assert table.kernel_source and src.PACKAGE in table.source
-            assert profile.provenance[table.op] == table.source
+            # DeepEP's two modes come from two files of one version folder
+            assert table.source in profile.provenance[table.op].split("; ")
 
 
 def test_skewed_moe_tables_sit_beside_balanced_ones() -> None:
