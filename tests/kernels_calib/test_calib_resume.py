@@ -20,12 +20,14 @@ from sim.specs.profile import Profile
 pytestmark = pytest.mark.slow  # each test runs the CPU calibration (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
-OPS = "mla_decode,gemm,moe"
-# the run in the child: gemm blocks once started, so the kill lands after mla_decode finished
+# three families of the quick CPU plan, the lightest (GEMM and MoE in BF16 are the slow ones on
+# a CPU without AVX-512): the resume logic is the same whichever modules run
+OPS = "mla_decode,elementwise,dsa"
+# the run in the child: elementwise blocks once started, so the kill lands after mla_decode
 CHILD = """
 import sys, time
-from kernels_calib import cli, gemm
-gemm.run = lambda ctx: time.sleep(600)
+from kernels_calib import cli, elementwise
+elementwise.run = lambda ctx: time.sleep(600)
 sys.exit(cli.main(sys.argv[1:]))
 """
 
@@ -70,7 +72,7 @@ def test_sigkill_leaves_a_valid_partial_profile_that_a_rerun_completes(tmp_path:
     partial = _read(out)  # parses and validates: not half a file
     assert {t.op for t in partial.tables} == {"mla_decode"}
     assert any(
-        n.startswith("incomplete: kernels_calib.gemm, kernels_calib.moe not yet run")
+        n.startswith("incomplete: kernels_calib.elementwise, kernels_calib.dsa not yet run")
         for n in partial.notes
     )
     lines = journal_path(out).read_text().splitlines()
@@ -79,7 +81,7 @@ def test_sigkill_leaves_a_valid_partial_profile_that_a_rerun_completes(tmp_path:
     assert cli.main(_args(out)) == 0  # same options: resumes
     whole = _read(out)
     ops = {t.op for t in whole.tables}
-    assert {"mla_decode", "gemm", "bmm", "moe_up", "moe_down"} <= ops
+    assert {"mla_decode", "elementwise", "dsa_attn_decode", "dsa_indexer_prefill"} <= ops
     assert "kernels_calib.mla_decode: restored from cpu.json.journal.jsonl (an earlier run)" in (
         whole.notes
     )
