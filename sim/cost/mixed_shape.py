@@ -83,17 +83,17 @@ def mixed_shapes(
     if len(ranks) == 1:
         return [_one_rank(batch, mixed, ranks[0], paths, float(tokens_r[ranks[0]]))]
     rank, q, k, dec = batch.rank, batch.new_tokens, batch.kv_tokens, batch.is_decode
-    on = dec & mixed[rank]
-    decode_path = paths(q[on], k[on], dec[on], None)
+    on = np.flatnonzero(dec & mixed[rank])  # the mixed ranks' decode segments, selected once
+    r_on, q_on, k_on_int = rank[on], q[on], k[on]
+    decode_path = paths(q_on, k_on_int, np.ones(on.shape[0], dtype=bool), None)
     pre = np.flatnonzero(~dec)
     pos = np.full(batch.num_ranks, -1, dtype=np.int64)
     pos[ranks] = np.arange(len(ranks))
     chunk_path = paths(q[pre], k[pre], dec[pre], pos[rank[pre]])  # each rank's an extend batch
     m = batch.num_ranks
     groups: list[list[DecodeGroup]] = [[] for _ in ranks]
-    r_on, q_on = rank[on], q[on]
     if r_on.size:  # decode groups by rank, path and width, as `rank_shape` keeps them
-        k_on = k[on].astype(np.float64)
+        k_on = k_on_int.astype(np.float64)
         width, path = int(q_on[0]), int(decode_path[0])
         if (q_on == width).all() and (decode_path == path).all():  # one group per rank
             count = np.bincount(r_on, minlength=m)[ranks]
