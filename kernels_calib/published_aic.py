@@ -291,33 +291,57 @@ def _deepep(
     measured: list[str],
 ) -> list[OpTable]:
     """DeepEP's dispatch and combine from SGLang's collector, low-latency (decode) and normal
-    (prefill) kernels, each from one version folder as every family is (`version` where it
-    holds the table, else the newest that does)."""
+    (prefill) kernels, one node (NVLink) and several (RDMA) apart: each from one version
+    folder, `version` where it holds such rows, else the newest that does (the collector ran
+    several nodes in fewer campaigns than one)."""
     tables: list[OpTable] = []
     wheres: list[str] = []
+    hidden, topk, experts = at.DEEPEP_SHAPE
     for mode, (name, columns, positive) in DEEPEP_TABLES.items():
-        found = _pick(s, system, "comm", "sglang", name, version)
-        if found is None:
-            notes.append(f"ep_dispatch, ep_combine ({mode}): no comm/sglang/*/{name} for {system}")
-            continue
-        folder, used = found
-        frame = src.read_table(folder, name, DEEPEP_COLUMNS + columns, positive)
-        where = f"{src.PACKAGE} {s.version}: {system}/comm/sglang/{used}/{name}.parquet"
-        made = at.deepep(frame, mode, where, gpu.nvlink_gb_s * 1e9, gpu.nic_gb_s * 1e9, notes)
-        if made:
-            tables += made
-            wheres.append(where)
-            links = sorted({str(t.key["link"]) for t in made})
+        have = [
+            v
+            for v in s.versions(system, "comm", "sglang")
+            if (s.folder(system, "comm", "sglang", v) / f"{name}.parquet").is_file()
+        ]
+        order = ([version] if version in have else []) + have[::-1]
+        made_mode: list[OpTable] = []
+        for rows_of in (lambda n: n == 1, lambda n: n > 1):  # one node (NVLink), several (RDMA)
+            for used in order:
+                folder = s.folder(system, "comm", "sglang", used)
+                frame = src.read_table(folder, name, DEEPEP_COLUMNS + columns, positive)
+                shape = (
+                    (frame.hidden_size == hidden)
+                    & (frame.num_topk == topk)
+                    & (frame.num_experts == experts)
+                )
+                frame = frame[shape & rows_of(frame.node_num)]
+                if frame.empty:
+                    continue
+                where = f"{src.PACKAGE} {s.version}: {system}/comm/sglang/{used}/{name}.parquet"
+                made = at.deepep(
+                    frame, mode, where, gpu.nvlink_gb_s * 1e9, gpu.nic_gb_s * 1e9, notes
+                )
+                if made:
+                    made_mode += made
+                    wheres.append(where)
+                    break
+        if not made_mode:
             notes.append(
-                f"ep_dispatch, ep_combine ({mode}): DeepEP's kernels as SGLang's collector timed "
-                f"them (DeepSeek-V3's 7,168-wide tokens, top-8 of 256 experts"
-                + (f", {at.DEEPEP_NORMAL_SMS} SMs" if mode == "normal" else "")
-                + f") over {' and '.join(links)}"
+                f"ep_dispatch, ep_combine ({mode}): no comm/sglang/*/{name} rows for {system}"
             )
-            measured.append(f"ep ({mode})")
+            continue
+        tables += made_mode
+        links = sorted({str(t.key["link"]) for t in made_mode})
+        notes.append(
+            f"ep_dispatch, ep_combine ({mode}): DeepEP's kernels as SGLang's collector timed "
+            f"them (DeepSeek-V3's 7,168-wide tokens, top-8 of 256 experts"
+            + (f", {at.DEEPEP_NORMAL_SMS} SMs" if mode == "normal" else "")
+            + f") over {' and '.join(links)}"
+        )
+        measured.append(f"ep ({mode})")
     if tables:
         measured += ["ep_dispatch", "ep_combine"]
-        provenance["ep_dispatch"] = provenance["ep_combine"] = "; ".join(wheres)
+        provenance["ep_dispatch"] = provenance["ep_combine"] = "; ".join(dict.fromkeys(wheres))
     return tables
 
 

@@ -29,8 +29,16 @@ def dp8(engine: str = "sglang") -> Deployment:
     )  # fmt: skip
 
 
+def low_key() -> dict[str, object]:
+    return {"hidden": 7168, "topk": 8, "mode": "low_latency"}
+
+
 def table_us(op: str, tokens: float, mode: str = "low_latency") -> float:
-    (table,) = [t for t in SGLANG.tables if t.op == op and t.key["mode"] == mode]
+    (table,) = [
+        t
+        for t in SGLANG.tables
+        if t.op == op and t.key["mode"] == mode and t.key["link"] == "nvlink"
+    ]
     assert table.key["link"] == "nvlink" and table.key["ep"] == 8
     by = {p.at["tokens_per_rank"]: p.latency_us_p50 for p in table.points}
     return by[tokens]
@@ -55,9 +63,10 @@ def test_the_tables_are_the_collectors_rows() -> None:
     pytest.importorskip("aiconfigurator_core")
     from kernels_calib import aic_source as src
 
-    low, normal = SGLANG.provenance["ep_dispatch"].split("; ")
-    version = low.split("/comm/sglang/")[1].split("/")[0]
-    assert normal.endswith(f"/comm/sglang/{version}/wideep_deepep_normal_perf.parquet")
+    one_node = [t for t in SGLANG.tables if t.op == "ep_dispatch" and t.key["link"] == "nvlink"]
+    (version,) = {t.source.split("/comm/sglang/")[1].split("/")[0] for t in one_node}
+    for t in one_node:
+        assert t.source in SGLANG.provenance["ep_dispatch"].split("; ")
     folder = src.installed().folder("h200_sxm", "comm", "sglang", version)
 
     def rows(name: str) -> object:
@@ -82,8 +91,8 @@ def test_the_tables_are_the_collectors_rows() -> None:
 
 def test_a_prefill_exchange_reads_the_normal_kernels_table() -> None:
     """A prefill step runs DeepEP's normal kernels: read from their own table (24 SMs), never
-    the low-latency one, whatever the nearest key; over RDMA (no table of that link) the
-    roofline prices it."""
+    the low-latency one, whatever the nearest key; an exchange over RDMA from the RDMA
+    tables."""
     cm = ServingCostModel(V3, H200, dp8(), SGLANG)
     prompt = BatchShape(
         num_ranks=8,
@@ -104,5 +113,10 @@ def test_a_prefill_exchange_reads_the_normal_kernels_table() -> None:
         normal, "tokens_per_rank"
     )
     assert probe(low, "tokens_per_rank")[-1] == 1024.0  # the low-latency table's own range
+    # several nodes: the RDMA tables (an older campaign of the same collector), never NVLink's
     over_rdma = EpDispatch(32.0, 16.0, "low_latency", "rdma", 7168.0, 8.0)
-    assert probe(over_rdma, "tokens_per_rank") == ()  # one node's NVLink tables only
+    rdma = next(
+        t for t in SGLANG.tables if t.op == "ep_dispatch" and t.key == {**low_key(), "link": "rdma"}
+    )
+    assert probe(over_rdma, "tokens_per_rank") == tuple(rdma.axes["tokens_per_rank"])
+    assert probe(over_rdma, "ep") == (16.0, 32.0, 64.0)
