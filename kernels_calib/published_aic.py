@@ -157,8 +157,10 @@ def build(
             measured.append(op)
             provenance[op] = where
     tables += _collectives(s, system, gpu, notes, provenance, measured)
-    if engine == "sglang":  # DeepEP is SGLang's expert-parallel exchange
-        tables += _deepep(s, system, gpu, engine_version, notes, provenance, measured)
+    deepep = (
+        _deepep(s, system, gpu, engine_version, notes, provenance) if engine == "sglang" else []
+    )
+    tables += deepep  # DeepEP is SGLang's expert-parallel exchange
     roofline = load_profile(f"{gpu.name}-roofline")
     unmeasured = {
         "mla_prefill_chunked",
@@ -167,11 +169,12 @@ def build(
         "dsa_*",
         "elementwise",
     }
-    if "ep_dispatch" not in measured:
+    modes = {t.key["mode"] for t in deepep}
+    if not modes:
         unmeasured |= {"ep_dispatch", "ep_combine"}
-    for mode in DEEPEP_TABLES if "ep_dispatch" in measured else ():
-        if f"ep ({mode})" not in measured:
-            unmeasured.add(f"ep_dispatch and ep_combine in {mode} mode")
+    unmeasured |= {
+        f"ep_dispatch and ep_combine in {m} mode" for m in DEEPEP_TABLES if modes and m not in modes
+    }
     notes.append(
         f"roofline ({roofline.name}'s factors) prices: {', '.join(sorted(unmeasured))}; "
         "DSA sparse attention tables are module-level and not converted"
@@ -288,7 +291,6 @@ def _deepep(
     version: str | None,
     notes: list[str],
     provenance: dict[str, str],
-    measured: list[str],
 ) -> list[OpTable]:
     """DeepEP's dispatch and combine from SGLang's collector, low-latency (decode) and normal
     (prefill) kernels, one node (NVLink) and several (RDMA) apart: each from one version
@@ -296,7 +298,7 @@ def _deepep(
     several nodes in fewer campaigns than one)."""
     tables: list[OpTable] = []
     wheres: list[str] = []
-    hidden, topk, experts = at.DEEPEP_SHAPE
+    nvlink, nic = gpu.nvlink_gb_s * 1e9, gpu.nic_gb_s * 1e9
     for mode, (name, columns, positive) in DEEPEP_TABLES.items():
         have = [
             v
@@ -304,23 +306,13 @@ def _deepep(
             if (s.folder(system, "comm", "sglang", v) / f"{name}.parquet").is_file()
         ]
         order = ([version] if version in have else []) + have[::-1]
+        frames = {v: _deepep_rows(s, system, v, name, columns, positive) for v in have}
         made_mode: list[OpTable] = []
-        for rows_of in (lambda n: n == 1, lambda n: n > 1):  # one node (NVLink), several (RDMA)
+        for one_node in (True, False):  # one node (NVLink), several (RDMA)
             for used in order:
-                folder = s.folder(system, "comm", "sglang", used)
-                frame = src.read_table(folder, name, DEEPEP_COLUMNS + columns, positive)
-                shape = (
-                    (frame.hidden_size == hidden)
-                    & (frame.num_topk == topk)
-                    & (frame.num_experts == experts)
-                )
-                frame = frame[shape & rows_of(frame.node_num)]
-                if frame.empty:
-                    continue
+                frame = frames[used][(frames[used].node_num == 1) == one_node]
                 where = f"{src.PACKAGE} {s.version}: {system}/comm/sglang/{used}/{name}.parquet"
-                made = at.deepep(
-                    frame, mode, where, gpu.nvlink_gb_s * 1e9, gpu.nic_gb_s * 1e9, notes
-                )
+                made = at.deepep(frame, mode, where, nvlink, nic, notes) if len(frame) else []
                 if made:
                     made_mode += made
                     wheres.append(where)
@@ -338,11 +330,25 @@ def _deepep(
             + (f", {at.DEEPEP_NORMAL_SMS} SMs" if mode == "normal" else "")
             + f") over {' and '.join(links)}"
         )
-        measured.append(f"ep ({mode})")
     if tables:
-        measured += ["ep_dispatch", "ep_combine"]
         provenance["ep_dispatch"] = provenance["ep_combine"] = "; ".join(dict.fromkeys(wheres))
     return tables
+
+
+def _deepep_rows(
+    s: src.Source,
+    system: str,
+    version: str,
+    name: str,
+    columns: tuple[str, ...],
+    positive: tuple[str, ...],
+) -> Any:
+    """One version's rows of a DeepEP table in DeepSeek-V3's shape (`aic_tables.DEEPEP_SHAPE`)."""
+    hidden, topk, experts = at.DEEPEP_SHAPE
+    f = src.read_table(
+        s.folder(system, "comm", "sglang", version), name, DEEPEP_COLUMNS + columns, positive
+    )
+    return f[(f.hidden_size == hidden) & (f.num_topk == topk) & (f.num_experts == experts)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -315,12 +315,8 @@ def ep_exchange(
     for kind in (EpDispatch, EpCombine):
         table_op = kind(*shape)
         runs = replace(table_op, tokens_per_rank=per_gpu, copies=copies)
-        ops[kind.op] = pr.link(table_op, link.bytes_per_s, runs=runs)
-    if mode == "low_latency":
-        ops = {
-            kind.op: _with_latency_floor(pr, kind(*shape), ops[kind.op], per_gpu)
-            for kind in (EpDispatch, EpCombine)
-        }
+        t = pr.link(table_op, link.bytes_per_s, runs=runs)
+        ops[kind.op] = _with_latency_floor(pr, table_op, t, per_gpu) if mode == "low_latency" else t
     return ops
 
 
