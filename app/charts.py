@@ -208,8 +208,8 @@ def throughput_vs_load(
     return _layout(fig, "Throughput vs offered load", x_label, y_label)
 
 
-# the step breakdown's segments for what concurrency hid or added (`overlap_row`): drawn last
-OVERLAPS = OVERLAP_ROWS
+# the step breakdown's segments for what concurrency hid or added (`overlap_row`, one of
+# `OVERLAP_ROWS`): drawn last
 OVERLAP = TWO_BATCH_OVERLAP_ROW
 
 
@@ -227,12 +227,12 @@ def step_breakdown(
     step_s: Mapping[str, float | None] | None = None,
 ) -> go.Figure:
     """Stacked bar per deployment of seconds per op; each op's legend entry carries its label
-    from `sources` (where its time came from, e.g. "published, extrapolated"). `OVERLAPS`
+    from `sources` (where its time came from, e.g. "published, extrapolated"). `OVERLAP_ROWS`
     entries (two-batch overlap, an engine's second stream) come last, hatched: negative, they
     are drawn down from the ops' top to the step time. With one, `step_s` (mean step time per
     deployment) marks each step time."""
     fig = go.Figure()
-    named = (op for ops_ in breakdown.values() for op in ops_ if op not in OVERLAPS)
+    named = (op for ops_ in breakdown.values() for op in ops_ if op not in OVERLAP_ROWS)
     ops = list(dict.fromkeys(named))
     names = list(breakdown)
     for op in ops:
@@ -242,7 +242,7 @@ def step_breakdown(
             name=f"{op} [{sources.get(op, '?')}]",
             marker={"color": op_colour(op)},
         )
-    drawn = [row for row in OVERLAPS if any(row in b for b in breakdown.values())]
+    drawn = [row for row in OVERLAP_ROWS if any(row in b for b in breakdown.values())]
     for row in drawn:
         y = [breakdown[n].get(row, 0.0) * 1e3 for n in names]
         fig.add_bar(

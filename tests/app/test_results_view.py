@@ -137,7 +137,7 @@ def test_breakdown_shows_what_overlap_hid_by_how_so_parts_add_up_to_the_step() -
     results = run_scenario(parse_scenario(TBO))
     parts = results_view.step_parts(results)
     tp8, tbo, sglang = results.deployments
-    assert not set(charts.OVERLAPS) & set(parts["tp8"])  # no overlap, no segment
+    assert not set(charts.OVERLAP_ROWS) & set(parts["tp8"])  # no overlap, no segment
     assert tp8.overlap_row is None and tbo.overlap_row == charts.OVERLAP
     saved = results_view.overlap_saved(tbo)
     assert saved is not None and saved < 0  # 16 decode requests per rank: splitting costs time
