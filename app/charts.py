@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from app.op_colours import op_colour
-from sim.api import OVERLAP_ROWS, TWO_BATCH_OVERLAP_ROW, IntensityRow
+from sim.api import LAUNCH_ROW, OVERLAP_ROWS, TWO_BATCH_OVERLAP_ROW, IntensityRow
 
 FAMILY_COLOURS = {"MHA": "#9aa0a6", "GQA": "#1f77b4", "MQA": "#2ca02c", "MLA": "#d62728"}
 MEMORY_COLOURS = {
@@ -233,7 +233,7 @@ def step_breakdown(
     deployment) marks each step time."""
     fig = go.Figure()
     named = (op for ops_ in breakdown.values() for op in ops_ if op not in OVERLAP_ROWS)
-    ops = list(dict.fromkeys(named))
+    ops = sorted(dict.fromkeys(named), key=lambda op: op == LAUNCH_ROW)  # launches on top
     names = list(breakdown)
     for op in ops:
         fig.add_bar(

@@ -40,7 +40,7 @@ KNOWN_OPS = (
     "tp_allreduce", "dp_gather", "dense_mlp", "moe_gate", "moe_shared", "moe_routed",
     "moe_elementwise", "ep_dispatch", "ep_combine", "elementwise", "lm_head", "mtp_draft",
     "mtp_draft_moe", "mtp_draft_comm", "mtp_prefill", "mtp_prefill_moe", "mtp_prefill_comm",
-    "kda", "sampling",
+    "kda", "sampling", "kernel_launch",
 )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ import streamlit as st
 from app import charts
 from app.units import ms
 from app.workers import WAITING
-from sim.api import DeploymentResults, PoolResults, Results, throughput_vs
+from sim.api import LAUNCH_ROW, DeploymentResults, PoolResults, Results, throughput_vs
 
 
 @dataclass(frozen=True)
@@ -264,8 +264,11 @@ def details_table(results: Results) -> None:
 
 
 def roofline_only_note(results: Results) -> str | None:
-    """A caption when no op time came from a kernel table: every figure is a roofline estimate."""
-    if any(src != "roofline" for d in results.deployments for src in d.step_sources.values()):
+    """A caption when no op time came from a kernel table: every figure is a roofline estimate
+    (the launch row's per-kernel figure comes from one, but prices no kernel's work)."""
+    sources = (src for d in results.deployments for op, src in d.step_sources.items()
+               if op != LAUNCH_ROW)  # fmt: skip
+    if any(src != "roofline" for src in sources):
         return None
     profiles = ", ".join(dict.fromkeys(d.profile for d in results.deployments))
     return (

@@ -28,6 +28,7 @@ from sim.cost.dispatch import policy_names
 from sim.cost.intensity import IntensityRow, family_table, model_decode_intensity
 from sim.cost.memory import MemoryPlan, plan_memory
 from sim.cost.overheads import OVERLAP_ROWS, TWO_BATCH_OVERLAP_ROW
+from sim.cost.rate import LAUNCH_ROW
 from sim.cost.roofline import roofline_seconds
 from sim.cost.serving import ServingCostModel
 
@@ -70,6 +71,7 @@ from sim.specs.base import FieldError
 
 __all__ = [
     "DEFAULT_FACTORS",
+    "LAUNCH_ROW",
     "OPEN_LOOP",
     "OVERLAP_ROWS",
     "PNG_NOTE",

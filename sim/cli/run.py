@@ -19,6 +19,7 @@ from rich.table import Table
 from sim.cli.common import check_output_paths, output_console
 from sim.cli.format import num, pct, with_ci
 from sim.cost.overheads import OVERLAP_ROWS, SHARED_EXPERTS_STREAM_ROW, TWO_BATCH_OVERLAP_ROW
+from sim.cost.rate import LAUNCH_ROW
 from sim.metrics.notes import EXTRAPOLATED_MARK, run_notes
 from sim.metrics.results import DeploymentResults, Results, throughput_vs
 from sim.specs.limits import wall_watch
@@ -113,6 +114,7 @@ def breakdown_table(results: Results) -> Table:
     ops: list[str] = []
     for d in results.deployments:
         ops += [o for o in d.step_breakdown_s if o not in ops]
+    ops.sort(key=lambda o: o == LAUNCH_ROW)  # the launches last, below the ops they came from
 
     def cell(d: DeploymentResults, op: str) -> str:
         if op not in d.step_breakdown_s:

@@ -66,13 +66,17 @@ class StepCost:
     experts, dense MLP and head where they are the rank's own, memory-bound kernels, TP
     all-reduce and MTP draft (0 for an idle rank; the lock-step group waits for the slowest).
     `ops` maps op name to its time on the critical path (ops sum to duration_s up to overlap,
-    reported in `overlap_saved_s`).
+    reported in `overlap_saved_s`), each op's launches inside its time; `launch_s` is what
+    each of its `launches` paid (labelled `launch_label`), which the step log shows as a row of
+    its own (`sim.engine.log`, `LAUNCH_ROW`).
     """
 
     duration_s: float
     rank_own_s: FloatArray
     ops: dict[str, OpTime] = field(default_factory=dict)
     overlap_saved_s: float = 0.0
+    launch_s: float = 0.0
+    launch_label: str = "published"
 
     @property
     def rank_imbalance(self) -> float:

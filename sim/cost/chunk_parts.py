@@ -108,17 +108,20 @@ def _priced(
     label = combine(_unit(gemm_rate), _unit(core_rate))
     layers = m.attention_layers
     proj = np.zeros(len(sets))
-    if mtp:  # the MTP layer's own projections
-        for kk, nn in projection_shapes(c):
-            proj = proj + gemm_s(tokens, kk, nn)  # `combine`: 0 + each in turn
+    shapes = projection_shapes(c) if mtp else []
+    for kk, nn in shapes:  # the MTP layer's own projections
+        proj = proj + gemm_s(tokens, kk, nn)  # `combine`: 0 + each in turn
     mtp_label = combine(_unit(gemm_rate), label)  # the projections' and the prefill's
+    # each piece is one call at its rate (every set has tokens: all its pieces are live)
+    mtp_launches = len(shapes) * gemm_rate.launches + label.launches
     out = []
     zero = scale(ZERO, layers)
     for i in range(len(sets)):
         p = float(prefill[i])
-        ops = {"mla_bmm": zero, "attn_decode": zero, "attn_prefill": _at(label, p * layers)}
+        attn = _at(label, p * layers, label.launches * layers)
+        ops = {"mla_bmm": zero, "attn_decode": zero, "attn_prefill": attn}
         if mtp:
-            ops["mtp_prefill"] = _at(mtp_label, float(proj[i]) + p)
+            ops["mtp_prefill"] = _at(mtp_label, float(proj[i]) + p, mtp_launches)
         out.append(ops)
     return out
 
@@ -136,9 +139,13 @@ class _Sums:
 
 
 def _unit(rate: Rate) -> OpTime:
-    """A live piece priced at `rate`: what `combine` reads of it to label a sum."""
-    return OpTime(seconds=1.0, source=rate.source, extrapolated=rate.extrapolated)
+    """A live piece priced at `rate`, one call: what `combine` reads of it to label a sum."""
+    return OpTime(
+        seconds=1.0, source=rate.source, extrapolated=rate.extrapolated, launches=rate.launches
+    )
 
 
-def _at(label: OpTime, seconds: float) -> OpTime:
-    return OpTime(seconds=seconds, source=label.source, extrapolated=label.extrapolated)
+def _at(label: OpTime, seconds: float, launches: float) -> OpTime:
+    return OpTime(
+        seconds=seconds, source=label.source, extrapolated=label.extrapolated, launches=launches
+    )

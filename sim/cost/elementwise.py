@@ -142,7 +142,7 @@ def kernel_time(pr: Pricer, k: Kernel) -> OpTime:
     t = pr.price(op)
     if k.launched:
         return t
-    # inside another kernel: only what its bytes add, not its fixed part
+    # inside another kernel: only what its bytes add, not its fixed part (nor a launch)
     seconds = t.seconds - pr.rate(op).fixed_s
     return OpTime(seconds=seconds, source=t.source, extrapolated=t.extrapolated)
 

@@ -58,6 +58,7 @@ def kernel_parts(
         t = np.array([pairs[i][0] for i in picked], dtype=np.float64)
         x = np.array([pairs[i][1] for i in picked], dtype=np.float64)
         total = np.zeros(len(picked))
+        launches = np.zeros(len(picked))
         live = np.zeros(len(picked), dtype=bool)
         hbm, peak = pr.gpu.hbm_bytes_per_s, pr.gpu.peak_flops_per_s("bf16")
         for k, reads_expanded in kernels:
@@ -71,9 +72,12 @@ def kernel_parts(
             seconds = seconds * k.layers  # `scale`
             on = (rows > 0) & (seconds > 0.0)  # `price` skips rowless kernels, `combine` zeros
             total = np.where(on, total + seconds, total)
+            if k.launched:
+                launches = np.where(on, launches + rate.launches * k.layers, launches)
             live |= on
-        for i, on_any, s in zip(picked, live.tolist(), total.tolist(), strict=True):
-            t_ = OpTime(seconds=s, source=rate.source, extrapolated=rate.extrapolated)
+        each = zip(picked, live.tolist(), total.tolist(), launches.tolist(), strict=True)
+        for i, on_any, s, n in each:
+            t_ = OpTime(seconds=s, source=rate.source, extrapolated=rate.extrapolated, launches=n)
             out[i] = {"elementwise": t_ if on_any else ZERO}
     return out
 

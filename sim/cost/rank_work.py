@@ -264,17 +264,20 @@ def weighted_merge(parts: Iterable[tuple[float, Ops]]) -> Ops:
             w, t = terms[0]
             out[name] = t if w == 1.0 else scale(t, w)
             continue
-        seconds, source, rank, extrapolated = 0.0, "", 3, False
+        seconds, source, rank, extrapolated, launches = 0.0, "", 3, False, 0.0
         for w, t in terms:
             s = t.seconds if w == 1.0 else t.seconds * w
             if s > 0.0:
                 seconds += s
+                launches += t.launches if w == 1.0 else t.launches * w
                 r = SOURCE_RANK.get(t.source, 0)
                 if r < rank:
                     source, rank = t.source, r
                 extrapolated = extrapolated or t.extrapolated
         out[name] = (
-            OpTime(seconds=seconds, source=source, extrapolated=extrapolated) if rank < 3 else ZERO
+            OpTime(seconds=seconds, source=source, extrapolated=extrapolated, launches=launches)
+            if rank < 3
+            else ZERO
         )
     return out
 

@@ -5,6 +5,12 @@
 empty for the engine's per-step times). The roofline, the calibration tables and the
 communication links all answer with one.
 
+`OpTime.launches` counts the kernels in that time priced by a roofline, whose fixed part per
+call is the deployment's launch figure (`sim.cost.overheads`; the profile's without an engine):
+the step log takes their launches out of each op's row into one of their own (`LAUNCH_ROW`,
+`sim.engine.log`). A table's kernels carry their launch inside their measured time and count
+none.
+
 `Rate` is an op's price at one shape: seconds per roofline second of compute and of memory
 (link) traffic, the inverse of the efficiency each resource runs at, plus fixed seconds per
 call. `Rate.time` prices any amount of work at that shape: the slower resource plus the fixed
@@ -21,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 SOURCE_RANK = {"roofline": 0, "published": 1, "measured": 2}
+LAUNCH_ROW = "kernel_launch"  # the step breakdown's row of roofline-priced kernels' launches
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +38,7 @@ class OpTime:
     source: str  # "measured" | "published" | "roofline"
     extrapolated: bool = False
     detail: str = ""
+    launches: float = 0.0  # roofline-priced kernel calls in `seconds`, each paying the launch
 
 
 ZERO = OpTime(seconds=0.0, source="roofline")
@@ -59,11 +67,19 @@ class Rate:
         """Fraction of HBM (comm ops: link) bandwidth its bytes move at (inf without any)."""
         return 1.0 / self.memory_s_per_s if self.memory_s_per_s > 0 else float("inf")
 
+    @property
+    def launches(self) -> float:
+        """Launches one call counts: 1 where the fixed part is a roofline's launch figure."""
+        return 1.0 if self.source == "roofline" and self.fixed_s > 0.0 else 0.0
+
     def time(self, compute_s: float, memory_s: float) -> OpTime:
         """Seconds of the op doing `compute_s` and `memory_s` roofline seconds of work."""
         seconds = max(self.compute_s_per_s * compute_s, self.memory_s_per_s * memory_s)
         return OpTime(
-            seconds=seconds + self.fixed_s, source=self.source, extrapolated=self.extrapolated
+            seconds=seconds + self.fixed_s,
+            source=self.source,
+            extrapolated=self.extrapolated,
+            launches=self.launches,
         )
 
     def times(
@@ -84,11 +100,17 @@ def combine(*times: OpTime) -> OpTime:
         seconds=sum(t.seconds for t in live),
         source=weakest,
         extrapolated=any(t.extrapolated for t in live),
+        launches=sum(t.launches for t in live),
     )
 
 
 def scale(t: OpTime, factor: float) -> OpTime:
-    return OpTime(seconds=t.seconds * factor, source=t.source, extrapolated=t.extrapolated)
+    return OpTime(
+        seconds=t.seconds * factor,
+        source=t.source,
+        extrapolated=t.extrapolated,
+        launches=t.launches * factor,
+    )
 
 
 def total_seconds(ops: Mapping[str, OpTime]) -> float:

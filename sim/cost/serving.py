@@ -26,7 +26,7 @@ from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
 from sim.cost.mixed_rank import MixedRanks, MixedWork
 from sim.cost.mixed_shape import MixedShape, Shape, mixed_shapes
-from sim.cost.overheads import engine_overheads, shared_expert_tp, stream_overlap_s
+from sim.cost.overheads import Figure, engine_overheads, shared_expert_tp, stream_overlap_s
 from sim.cost.overlap import comm_time, moe_layers_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_shape import (
@@ -82,6 +82,10 @@ class ServingCostModel:
         self.sparse = dsa_active(model, d)
         fallback = attention_fallback = RooflineCost(gpu)
         self.overheads = engine_overheads(d)
+        # what each roofline-priced kernel pays beyond its work, and its breakdown label: the
+        # breakdown shows those launches in a row of their own (`split_launches`)
+        self.launch: Figure | None = None
+        self._launch_s, self._launch_label = 0.0, "published"
         if estimator is None and profile is not None:
             if model.attention == "mla":
                 check_model(profile, model)
@@ -89,9 +93,13 @@ class ServingCostModel:
             # an engine replays its decode steps from CUDA graphs: kernels priced by the
             # roofline (the profile's ops without a table among them) pay the measured replay
             # gap, not the profile's residual (`sim.cost.overheads`)
-            launch_s = r.launch_overhead_us.value * 1e-6
+            self.launch = Figure(
+                value=r.launch_overhead_us.value, source=r.launch_overhead_us.source
+            )
+            self._launch_label = "measured" if profile.kind == "measured" else "published"
             if self.overheads is not None:
-                launch_s = self.overheads.launch_overhead_s()
+                self.launch, self._launch_label = self.overheads.graph_launch_us, "published"
+            launch_s = self._launch_s = self.launch.value * 1e-6
             estimator = CalibratedCost(profile, gpu, profile_gpu, launch_s=launch_s)
             fallback, attention_fallback = (
                 RooflineCost(
@@ -226,7 +234,14 @@ class ServingCostModel:
             graph = decode_only and int(n_r.max()) <= self.overheads.graph_max_batch.value
             hidden = stream_overlap_s(self.overheads, ops, graph)
             saved, duration = saved + hidden, duration - hidden
-        return StepCost(duration_s=duration, rank_own_s=rank_s, ops=ops, overlap_saved_s=saved)
+        return StepCost(
+            duration_s=duration,
+            rank_own_s=rank_s,
+            ops=ops,
+            overlap_saved_s=saved,
+            launch_s=self._launch_s,
+            launch_label=self._launch_label,
+        )
 
     def _uniform_decode(
         self, batch: BatchShape, n_r: np.ndarray

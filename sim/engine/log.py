@@ -2,7 +2,9 @@
 
 One `StepLog` per pool (its ranks per unit fix the width of the per-rank batch matrix). Columns
 grow by doubling; `view()` returns trimmed read-only arrays for `sim.metrics` and the trace.
-Per-request timestamps (arrival, first token, finish) live in the `RequestTable`.
+Per-request timestamps (arrival, first token, finish) live in the `RequestTable`. The op
+columns hold each op's time less the launches of its roofline-priced kernels, which are summed
+in a column of their own, `LAUNCH_ROW` (`OpTime.launches` x `StepCost.launch_s`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.cost.batch import StepCost
+from sim.cost.rate import LAUNCH_ROW
 from sim.specs.limits import check_step_log
 
 _SCALARS: dict[str, type] = {
@@ -152,15 +155,25 @@ class StepLog:
         self._pending_batch.append(rec.batch_per_rank)
         self._pending_own.append(cost.rank_own_s)
         ops = cost.ops
+        vals = ops.values()
         names = tuple(ops)
+        seconds = [op.seconds for op in vals]
+        sources = [op.source for op in vals]
+        if cost.launch_s > 0.0:  # roofline-priced kernels' launches: a row of their own
+            launches = [op.launches for op in vals]
+            n = sum(launches)
+            if n > 0.0:
+                at = cost.launch_s
+                seconds = [s - k * at for s, k in zip(seconds, launches, strict=True)]
+                seconds.append(n * at)
+                names += (LAUNCH_ROW,)
+                sources.append(cost.launch_label)
         if names != self._last_names:  # op set changed: its columns, looked up once
             cols = self._cols_of.get(names)
             if cols is None:
                 cols = np.array([self._op_column(n) for n in names], dtype=np.int64)
                 self._cols_of[names] = cols
             self._last_cols, self._last_names = cols, names
-        vals = ops.values()
-        sources = [op.source for op in vals]
         if sources != self._last_sources:  # steps mostly repeat the previous step's sources
             key = tuple(sources)
             codes = self._codes_of.get(key)
@@ -168,7 +181,7 @@ class StepLog:
                 codes = np.array([self._code(s) + 1 for s in sources], dtype=np.int8)
                 self._codes_of[key] = codes
             self._last_codes, self._last_sources = codes, sources
-        self._pending_ops.append((self._last_cols, self._last_codes, [op.seconds for op in vals]))
+        self._pending_ops.append((self._last_cols, self._last_codes, seconds))
         if any([op.extrapolated for op in vals]):
             for name, op in ops.items():
                 self.op_extrapolated[name] |= op.extrapolated

@@ -105,6 +105,7 @@ class PoolRecord:
     kv_peak_pages: int  # the most pages one rank held
     preempted: int  # recompute preemptions in the whole run
     memory: MemoryFacts
+    launch_source: str | None = None  # the per-kernel launch figure and its source
 
     @classmethod
     def of(cls, pool: Pool, role: str) -> PoolRecord:
@@ -113,7 +114,7 @@ class PoolRecord:
             ranks_per_unit=pool.ranks_per_unit, log=pool.log, late_gaps=tuple(pool.late_gaps),
             kv_capacity_pages=pool.kv.capacity_pages, kv_page_tokens=pool.kv.page_tokens,
             kv_peak_pages=pool.kv.peak_pages, preempted=pool.preempted,
-            memory=MemoryFacts.of(pool.cost),
+            memory=MemoryFacts.of(pool.cost), launch_source=launch_source(pool.cost),
         )  # fmt: skip
 
 
@@ -180,3 +181,10 @@ def make_record(
         kv_transfer_total_s=link.total_s if link else 0.0,
         benchmark=bench,
     )  # fmt: skip
+
+
+def launch_source(cost: object) -> str | None:
+    """The cost model's launch figure for roofline-priced kernels, with its source (a
+    fixed-cost model has none; `sim.cost.serving.ServingCostModel.launch`)."""
+    launch = getattr(cost, "launch", None)
+    return None if launch is None else f"{launch.value:.3g} us a kernel: {launch.source}"

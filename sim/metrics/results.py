@@ -38,6 +38,14 @@ class RequestCountsOut(Spec):
     rejected: int = Field(description="Of those, rejected: their KV could never fit one rank.")
 
 
+LAUNCH_SOURCE = (
+    "The per-kernel figure of step_breakdown_s's 'kernel_launch' row (the launches of the "
+    "kernels no table covers, priced by the roofline; a table's kernels keep theirs inside "
+    "their measured time), in microseconds, and where it comes from; null where no kernel "
+    "pays one."
+)
+
+
 class PoolResults(Spec):
     """One pool (a colocated deployment has one; PD has 'prefill' and 'decode')."""
 
@@ -82,6 +90,7 @@ class PoolResults(Spec):
     overlap_source: str | None = Field(
         default=None, description="Where overlap_row's mechanism comes from."
     )
+    launch_source: str | None = Field(default=None, description=LAUNCH_SOURCE)
     mtp_accept_len: float | None = Field(description="Mean tokens per decode verify step.")
     preemptions: int = Field(description="Recompute preemptions in the whole run.")
 
@@ -92,7 +101,7 @@ FROM_MAIN_POOL = (
     "kv_dup_factor", "kv_bytes_per_token_per_gpu", "kv_capacity_tokens_per_gpu",
     "kv_capacity_tokens_per_rank", "kv_utilisation", "batch_per_rank", "decode_batch_per_rank",
     "dp_imbalance", "step_time_s", "step_breakdown_s", "overlap_saved_s", "overlap_row",
-    "overlap_source", "step_sources", "extrapolated_ops", "mtp_accept_len",
+    "overlap_source", "launch_source", "step_sources", "extrapolated_ops", "mtp_accept_len",
 )  # fmt: skip
 
 
@@ -181,6 +190,7 @@ class DeploymentResults(Spec):
     overlap_source: str | None = Field(
         default=None, description="Where overlap_row's mechanism comes from."
     )
+    launch_source: str | None = Field(default=None, description=LAUNCH_SOURCE)
     step_sources: dict[str, str] = Field(description="Source of each op's time.")
     extrapolated_ops: list[str] = Field(
         description="Ops whose time was estimated outside a measured grid, or from a table "

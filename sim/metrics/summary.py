@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.cost.overheads import overlap_row
+from sim.cost.rate import LAUNCH_ROW
 from sim.engine import Phase, PoolRecord, RunRecord
 from sim.metrics.benchmark import summarize_benchmark
 from sim.metrics.requests import BoolArray, RequestLatencies, request_latencies, token_gaps
@@ -82,6 +83,7 @@ def summarize_pool(run: RunRecord, pool: PoolRecord) -> PoolResults:
         overlap_saved_s=_mean(log.column("overlap_saved_s")[w]),
         overlap_row=None if overlap is None else overlap[0],
         overlap_source=None if overlap is None else overlap[1],
+        launch_source=pool.launch_source if LAUNCH_ROW in breakdown else None,
         mtp_accept_len=float(acc.sum() / dec.sum()) if dec.sum() else None,
         preemptions=pool.preempted,
         kv_dup_factor=mem.kv_dup_factor,

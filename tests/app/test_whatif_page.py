@@ -49,7 +49,9 @@ def test_default_run_shows_cards_and_charts() -> None:
     assert "TTFT distribution" in titles
     assert "Mean step time by op [time source]" in titles
     breakdown = next(f for f in figures(at) if f["layout"]["title"]["text"].startswith("Mean step"))
-    assert all(t["name"].endswith("[roofline]") for t in breakdown["data"])
+    *ops, launches = breakdown["data"]  # the roofline profile's ops, their launches on top
+    assert all(t["name"].endswith("[roofline]") for t in ops)
+    assert launches["name"] == "kernel_launch [published]"
     cdf = next(f for f in figures(at) if f["layout"]["title"]["text"] == "TTFT distribution")
     assert [t["name"] for t in cdf["data"]] == ["tp8", "dp8_ep8"]
     assert all(array(t, "y")[-1] == pytest.approx(1.0) for t in cdf["data"])

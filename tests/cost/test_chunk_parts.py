@@ -66,7 +66,8 @@ def test_priced_together_they_are_chunk_ops_bit_for_bit(model: str, deployment: 
         s = mixed_segments(MixedShape((), chunks, 0.0, 0.0, 0.0))
         want = chunk_ops(cm.pricer, cm.ctx, deployment, s)
         assert list(ops) == list(want)  # the same ops in the same order
-        assert ops == want  # the same seconds, sources and flags, bit for bit
+        assert ops == want  # the same seconds, sources, flags and launches, bit for bit
+        assert ops["attn_prefill"].launches > 0  # the launch counts are compared too
     assert together > 150  # most sets were priced together: the check compares something
 
 

@@ -48,10 +48,14 @@ def test_priced_together_they_are_elementwise_ops_bit_for_bit(
     cm = ServingCostModel(load_model(model), H200, deployment, load_profile(profile))
     given = pairs(np.random.default_rng(len(model) + deployment.attn_tp), 400)
     got = kernel_parts(cm.pricer, cm.ctx, deployment.engine, given)
+    launched = 0.0
     for (t, x), ops in zip(given, got, strict=True):
         assert ops is not None
         want = elementwise_ops(cm.pricer, cm.ctx, t, x, deployment.engine)
-        assert list(ops) == list(want) and ops == want  # seconds, source and flag, bit for bit
+        # seconds, source, flag and roofline launches, bit for bit
+        assert list(ops) == list(want) and ops == want
+        launched += sum(op.launches for op in ops.values())
+    assert launched > 0  # the launch counts were compared too
 
 
 def test_a_measured_elementwise_table_leaves_every_pair_to_elementwise_ops() -> None:
