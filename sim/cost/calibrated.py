@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.cost.attention_ops import OP_TYPES
+from sim.cost.libm import logs
 from sim.cost.memo import BoundedCache
 from sim.cost.ops import Op, elem_bytes
 from sim.cost.rate import Rate
@@ -265,8 +266,7 @@ class CalibratedCost:
             p, m = np.moveaxis(prices, axis, 0), np.moveaxis(measured, axis, 0)
             for j in range(1, p.shape[0]):
                 p[j] = np.where(m[j] >= m[j - 1], np.maximum(p[j], p[j - 1]), p[j])
-        out: NDArray[np.float64] = np.log(prices.ravel())
-        return out
+        return logs(prices.ravel())
 
     def _resources(self, grid: Grid, at: Mapping[str, float], attrs: Attrs) -> tuple[float, float]:
         """r of the table's op at on-grid `at` (the rest of its attributes from `attrs`) on the
@@ -310,7 +310,7 @@ class CalibratedCost:
         shaped = work.reshape(sizes)
         for axis in range(shaped.ndim):
             shaped = np.maximum.accumulate(shaped, axis=axis)
-        carried = tuple(float(x) for x in np.log(grid.fixed_s + shaped.ravel()))
+        carried = tuple(logs(grid.fixed_s + shaped.ravel()).tolist())
         return replace(here, log_latency=carried)
 
     def _typical(self, op: str) -> tuple[float, float]:

@@ -54,8 +54,9 @@ def cap_shares(p: np.ndarray, cap: float) -> np.ndarray:
 
 def zipf_popularity(n_experts: int, s: float, experts_per_token: int = 1) -> np.ndarray:
     """Each expert's share of token-expert pairs: Zipf(s), capped at 1/experts_per_token."""
-    ranks = np.arange(1, n_experts + 1, dtype=np.float64)
-    p = cap_shares(ranks**-s / np.sum(ranks**-s), 1.0 / experts_per_token)
+    # each weight by Python's float power (libm), not numpy's: see `sim.cost.libm`
+    weights = np.array([float(r) ** -s for r in range(1, n_experts + 1)])
+    p = cap_shares(weights / np.sum(weights), 1.0 / experts_per_token)
     # popularity unrelated to expert id, in one fixed layout: seed-independent by design, so the
     # busiest GPU is a property of the deployment, not of a run's random draws
     order = np.random.default_rng(0).permutation(n_experts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ def _uniform(d: UniformLength, rng: np.random.Generator, n: int) -> IntArray:
 
 
 def _lognormal(d: LognormalLength, rng: np.random.Generator, n: int) -> IntArray:
-    mu = np.log(d.mean_tokens) - d.sigma**2 / 2.0  # so that E[length] = mean_tokens
+    mu = math.log(d.mean_tokens) - d.sigma**2 / 2.0  # so that E[length] = mean_tokens
     x = np.rint(rng.lognormal(mu, d.sigma, size=n)).astype(np.int64)
     return np.clip(x, d.min_tokens, d.max_tokens)  # type: ignore[no-any-return]
 
