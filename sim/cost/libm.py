@@ -7,7 +7,8 @@ them could then move a run's results between machines (a bucket edge crossed, a 
 nanosecond longer). The simulator computes these functions with Python's `math` (the C
 library) instead, element by element, on the few small arrays that need them (a table's
 slice, the expert popularity law), and its buckets from exact tables (`sim.cost.memo`).
-`tests/cost/test_libm.py` keeps numpy's transcendental ufuncs out of `sim/`.
+`tests/cost/test_libm.py` keeps numpy's transcendental ufuncs out of `sim/`, and BLAS calls (whose
+kernels differ between CPUs too: `sim.search.pd_capacity` sums instead of `np.dot`).
 """
 
 from __future__ import annotations

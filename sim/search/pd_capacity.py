@@ -60,7 +60,8 @@ def mean_tokens(dist: Dist) -> float:
         return (dist.min_tokens + dist.max_tokens) / 2.0
     if isinstance(dist, EmpiricalLength):
         w = np.ones(len(dist.values)) if dist.weights is None else np.asarray(dist.weights)
-        return float(np.dot(dist.values, w) / w.sum())
+        # a sum, not np.dot: BLAS kernels differ between CPUs in the last bit
+        return float((np.asarray(dist.values, dtype=np.float64) * w).sum() / w.sum())
     rng = np.random.default_rng(0)
     return float(sample_lengths(dist, rng, LOGNORMAL_DRAWS).mean())
 
