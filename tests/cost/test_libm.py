@@ -19,7 +19,7 @@ SVML = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "power", "float
         "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
         "arcsinh", "arccosh", "arctanh")  # fmt: skip
 # and BLAS, whose kernels differ between CPUs too
-CALL = re.compile(r"\bnp\.(" + "|".join((*SVML, "dot", "matmul", "inner", "linalg")) + r")\b")
+CALL = re.compile(r"\bnp\.((" + "|".join((*SVML, "dot", "matmul", "inner")) + r")\(|linalg\.)")
 REFERENCE = {"mla_reference.py"}  # the tests' reference attention, not a price
 
 
