@@ -3,13 +3,14 @@ tables and the app shows them above its cards.
 
 Each note is None when it does not apply. They say when a figure rests on little (no request in
 the window, most requests unfinished, a noisy window, users moving in step), when the load
-exceeds what a deployment serves, when a time was extrapolated or measured on a CPU, and why
-requests were rejected.
+exceeds what a deployment serves, when a time was extrapolated or measured on a CPU, why
+requests were rejected, and what the breakdown's launch row holds.
 """
 
 from __future__ import annotations
 
 from sim.catalog import load_model
+from sim.cost.rate import LAUNCH_ROW
 from sim.engine.arrivals import share_longer_than
 from sim.metrics.results import Results, few_finished
 from sim.specs.model import ModelSpec
@@ -34,6 +35,22 @@ NOISY_SHARE = 0.1  # a 95% interval wider than this share of the throughput gets
 def extrapolated_note(results: Results) -> str | None:
     """The footnote for the breakdown table's mark, or None when no op was extrapolated."""
     return EXTRAPOLATED_NOTE if any(d.extrapolated_ops for d in results.deployments) else None
+
+
+def launch_note(results: Results) -> str | None:
+    """What the breakdown's launch row holds and at what figure, where a deployment has one."""
+    figures = sorted({
+        d.launch_source.split(":", 1)[0]
+        for d in results.deployments
+        if d.launch_source and LAUNCH_ROW in d.step_breakdown_s
+    })  # fmt: skip
+    if not figures:
+        return None
+    return (
+        f"{LAUNCH_ROW}: the launches of the kernels no table times (priced by the roofline), "
+        f"at {' / '.join(figures)}, taken out of their ops' rows; a table's kernels keep "
+        "theirs inside their measured time (results: launch_source)"
+    )
 
 
 def lockstep_note(sc: Scenario) -> str | None:
@@ -179,5 +196,6 @@ def run_notes(
         noisy_note(results),
         lockstep_note(sc),
         extrapolated_note(results),
+        launch_note(results),
     )
     return [n for n in notes if n is not None]

@@ -18,6 +18,7 @@ from sim.metrics import Results
 from sim.metrics.notes import (
     cpu_profile_note,
     empty_note,
+    launch_note,
     overload_note,
     rejected_note,
     run_notes,
@@ -57,6 +58,8 @@ def _results(**requests: int) -> Results:
         output_tok_s_per_gpu=400.0,
         output_tok_s_per_gpu_ci95=4.0,
         extrapolated_ops=[],
+        launch_source=None,
+        step_breakdown_s={},
     )
     return cast(Results, SimpleNamespace(deployments=[dep]))
 
@@ -221,3 +224,30 @@ def test_requests_past_the_context_from_an_unbounded_tail_are_noted() -> None:
     # lognormal, mean 60K, sigma 1 (mu = ln 60000 - 1/2): P(X > 163,790) = 6.63%
     assert 0.06 < share < 0.073
     assert any(n == note for n in run_notes(sc, _results(), None))
+
+
+def test_the_launch_row_comes_last_and_a_note_says_what_it_holds() -> None:
+    from rich.console import Console
+
+    from sim.cli.run import breakdown_table
+
+    def dep(name: str, launch: str | None) -> SimpleNamespace:
+        ops = {"attn_decode": 0.010, "kernel_launch": 0.002, "ep_combine": 0.020}
+        if launch is None:
+            ops.pop("kernel_launch")
+        return SimpleNamespace(
+            name=name, step_breakdown_s=ops, step_sources={o: "roofline" for o in ops},
+            extrapolated_ops=[], overlap_saved_s=None, step_time_s=sum(ops.values()),
+            overlap_row=None, launch_source=launch,
+        )  # fmt: skip
+
+    both = [dep("sglang", "1.93 us a kernel: a source"), dep("plain", "5.22 us a kernel: b")]
+    results = cast(Results, SimpleNamespace(deployments=both))
+    console = Console(width=200, record=True)
+    console.print(breakdown_table(results))
+    lines = [x for x in console.export_text().splitlines() if x.startswith("│")]
+    rows = [x.split("│")[1].strip() for x in lines]
+    assert rows == ["attn_decode", "ep_combine", "kernel_launch"]
+    note = launch_note(results)
+    assert note is not None and "at 1.93 us a kernel / 5.22 us a kernel" in note
+    assert launch_note(cast(Results, SimpleNamespace(deployments=[dep("none", None)]))) is None
