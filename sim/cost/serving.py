@@ -83,9 +83,9 @@ class ServingCostModel:
         fallback = attention_fallback = RooflineCost(gpu)
         self.overheads = engine_overheads(d)
         # what each roofline-priced kernel pays beyond its work, and its breakdown label: the
-        # breakdown shows those launches in a row of their own (`split_launches`)
+        # step log shows those launches in a row of their own (`sim.engine.log`, LAUNCH_ROW)
         self.launch: Figure | None = None
-        self._launch_s, self._launch_label = 0.0, "published"
+        self._launch_label = "published"
         if estimator is None and profile is not None:
             if model.attention == "mla":
                 check_model(profile, model)
@@ -99,7 +99,7 @@ class ServingCostModel:
             self._launch_label = "measured" if profile.kind == "measured" else "published"
             if self.overheads is not None:
                 self.launch, self._launch_label = self.overheads.graph_launch_us, "published"
-            launch_s = self._launch_s = self.launch.value * 1e-6
+            launch_s = self.launch_s
             estimator = CalibratedCost(profile, gpu, profile_gpu, launch_s=launch_s)
             fallback, attention_fallback = (
                 RooflineCost(
@@ -151,6 +151,11 @@ class ServingCostModel:
         )
 
     # -- memory facts the engine and results need ---------------------------------------------
+    @property
+    def launch_s(self) -> float:
+        """Seconds each roofline-priced kernel pays for its launch (`launch`; 0 without one)."""
+        return 0.0 if self.launch is None else self.launch.value * 1e-6
+
     @property
     def kv_capacity_tokens_per_rank(self) -> int:
         return self.memory.kv_capacity_tokens_per_rank
@@ -239,7 +244,7 @@ class ServingCostModel:
             rank_own_s=rank_s,
             ops=ops,
             overlap_saved_s=saved,
-            launch_s=self._launch_s,
+            launch_s=self.launch_s,
             launch_label=self._launch_label,
         )
 
