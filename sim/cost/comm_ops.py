@@ -33,6 +33,7 @@ import numpy as np
 
 from sim.cost import comm
 from sim.cost.batch import BatchShape
+from sim.cost.decode_sums import DecodeSums
 from sim.cost.memo import round_to_bucket
 from sim.cost.ops import AllGather, AllReduce, EpCombine, EpDispatch
 from sim.cost.overlap import LOW_LATENCY_TOKEN_CURVE_US
@@ -105,18 +106,20 @@ def comm_loads(
     *,
     mtp: bool,
     requests_r: np.ndarray | None = None,
+    sums: DecodeSums | None = None,
 ) -> tuple[CommLoad, CommLoad | None, CommLoad | None]:
     """What sizes a step's unit-wide work (`tokens_r`: tokens per rank, `crit`: the critical
     rank); with MTP, also its draft passes' (one token per decode request) and the MTP
     module's pass over the step's prefill chunks (None when there is no such pass).
     `requests_r`: the requests per rank of a decode-only step, where the caller has counted
-    them (its decode requests, so they need not be counted again)."""
+    them (its decode requests, so they need not be counted again); `sums`: a mixed step's
+    decode side, where counted (`sim.cost.decode_sums`)."""
     dec = batch.is_decode
     decode_only = requests_r is not None or np.count_nonzero(dec) == dec.shape[0]
     load = _load(tokens_r, crit, decode_only=decode_only)
     draft = extend = None
     if not load.decode_only:
-        dec_tokens = _tokens_per_rank(batch, dec)
+        dec_tokens = _tokens_per_rank(batch, dec) if sums is None else sums.tokens
         load = replace(
             load,
             decode_sender_tokens=float(dec_tokens.max()),
@@ -126,6 +129,8 @@ def comm_loads(
             extend = _load(tokens_r - dec_tokens, crit, decode_only=False)
     if mtp and requests_r is not None:
         draft = _load(requests_r.astype(np.float64), crit, decode_only=True)
+    elif mtp and sums is not None:
+        draft = _load(sums.requests.astype(np.float64), crit, decode_only=True)
     elif mtp and np.count_nonzero(dec):
         dec_r = np.bincount(batch.rank[dec], minlength=batch.num_ranks).astype(np.float64)
         draft = _load(dec_r, crit, decode_only=True)  # low-latency kernels

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.cost.batch import BatchShape, all_equal
+from sim.cost.decode_sums import DecodeSums
 from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
 from sim.cost.layer_ops import RankSegments
 from sim.cost.memo import buckets, centre, centres, round_to_bucket
@@ -74,12 +75,16 @@ def mixed_shapes(
     ranks: list[int],
     paths: Paths,
     tokens_r: NDArray[np.float64],
+    sums: DecodeSums | None = None,
 ) -> list[MixedShape]:
     """The shapes of `ranks` (those `mixed`: each running a chunk), in that order, vectorised
     over ranks, the MLA paths too (`paths` of segments and the batch each is in): decode
     segments' are decided one by one, as every policy does; each rank's chunks together
     (SGLang picks one path for a rank's extend batch), from its chunks alone. `tokens_r`:
-    every rank's tokens."""
+    every rank's tokens; `sums`: the step's decode side, where counted already
+    (`sim.cost.decode_sums`: its decode groups come from it, no segment selected)."""
+    if sums is not None:
+        return _from_sums(batch, ranks, paths, tokens_r, sums)
     if len(ranks) == 1:
         return [_one_rank(batch, mixed, ranks[0], paths, float(tokens_r[ranks[0]]))]
     rank, q, k, dec = batch.rank, batch.new_tokens, batch.kv_tokens, batch.is_decode
@@ -110,7 +115,48 @@ def mixed_shapes(
             for kind, n, bucket in zip(kinds.tolist(), n_kind.tolist(), b.tolist(), strict=True):
                 group = decode_group((kind >> 32) & 0xFF, kind & 0xFFFFFFFF, n, bucket)
                 groups[int(pos[kind >> 40])].append(group)
-    cr, cq, ck = rank[pre], q[pre], k[pre]
+    rows = np.bincount(r_on, weights=q_on.astype(np.float64), minlength=m).astype(np.float64)
+    return _with_chunks(batch, ranks, pre, pos, chunk_path, groups, rows, tokens_r)
+
+
+def _from_sums(
+    batch: BatchShape,
+    ranks: list[int],
+    paths: Paths,
+    tokens_r: NDArray[np.float64],
+    sums: DecodeSums,
+) -> list[MixedShape]:
+    """`mixed_shapes` of a step whose decode side is counted (`sums`): each rank's one decode
+    group from its count and context sum, as the selecting path groups them."""
+    pre = slice(sums.n, None)  # the chunks: every segment after the decode ones
+    rank, q, k, dec = batch.rank, batch.new_tokens, batch.kv_tokens, batch.is_decode
+    pos = np.full(batch.num_ranks, -1, dtype=np.int64)
+    pos[ranks] = np.arange(len(ranks))
+    chunk_path = paths(q[pre], k[pre], dec[pre], pos[rank[pre]])  # each rank's an extend batch
+    groups: list[list[DecodeGroup]] = [[] for _ in ranks]
+    count = sums.requests[ranks]
+    busy = np.flatnonzero(count)
+    per_rank = (busy.tolist(), count[busy].tolist(), buckets(sums.kv_sum[ranks][busy]).tolist())
+    for i, n, bucket in zip(*per_rank, strict=True):
+        groups[i].append(decode_group(sums.path, sums.width, n, bucket))
+    return _with_chunks(batch, ranks, pre, pos, chunk_path, groups, sums.tokens, tokens_r)
+
+
+def _with_chunks(
+    batch: BatchShape,
+    ranks: list[int],
+    pre: NDArray[np.intp] | slice,
+    pos: NDArray[np.int64],
+    chunk_path: NDArray[np.int8],
+    groups: list[list[DecodeGroup]],
+    decode_rows: NDArray[np.float64],
+    tokens_r: NDArray[np.float64],
+) -> list[MixedShape]:
+    """The shapes of `ranks`, from their decode `groups` and every rank's decode logits rows
+    (`decode_rows`), with the chunks (segments `pre`, on MLA paths `chunk_path`; `pos`: each
+    rank's place in `ranks`) and the rest of each shape added."""
+    m = batch.num_ranks
+    cr, cq, ck = batch.rank[pre], batch.new_tokens[pre], batch.kv_tokens[pre]
     smp = np.ones(cq.size, dtype=bool) if batch.samples_token is None else batch.samples_token[pre]
     new, context = _rounded_chunks(cq, ck)
     chunks: list[list[Chunk]] = [[] for _ in ranks]
@@ -120,8 +166,7 @@ def mixed_shapes(
     expand = (chunk_path == EXPAND) | (chunk_path == EXPAND_CHUNKED)
     weights = np.where(expand, ck, 0).astype(np.float64)
     expanded = np.bincount(cr, weights=weights, minlength=m).astype(np.float64)
-    rows = np.bincount(r_on, weights=q_on.astype(np.float64), minlength=m).astype(np.float64)
-    rows += np.bincount(cr, weights=smp.astype(np.float64), minlength=m)
+    rows = decode_rows + np.bincount(cr, weights=smp.astype(np.float64), minlength=m)
     t = tokens_r[ranks].astype(np.float64).tolist()
     x = _rounded(expanded[ranks]).tolist()
     return [

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from sim.cost.batch import BatchShape, StepCost, all_equal
 from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.comm_ops import CommLoad, comm_loads
+from sim.cost.decode_sums import DecodeSums, decode_sums
 from sim.cost.dispatch import Segments, choose_paths, choose_paths_grouped
 from sim.cost.layer_ops import RankContext, RankSegments, indexer_times_topk
 from sim.cost.memo import BoundedCache
@@ -183,15 +184,21 @@ class ServingCostModel:
         new = batch.new_tokens
         tokens_r: np.ndarray
         # (count_nonzero: far cheaper than any() or all() on a step's small arrays)
-        one_width = all_equal(new)
-        if one_width:  # uniform verify width: no weighted count needed
+        decode_only = np.count_nonzero(dec) == dec.shape[0]
+        # a step with chunks: its decode side counted once, where it is one width and path
+        # (one rank's arrays are short: selecting from them costs less than counting)
+        sums = None if decode_only or ranks == 1 else decode_sums(batch, n_r, self._paths)
+        one_width = sums is None and all_equal(new)
+        if sums is not None:  # the decode tokens per rank, and the few chunks' added
+            chunk_tokens = new[sums.n :].astype(np.float64)
+            tokens_r = sums.tokens + np.bincount(rank[sums.n :], chunk_tokens, minlength=ranks)
+        elif one_width:  # uniform verify width: no weighted count needed
             tokens_r = n_r * float(new[0])  # float array
         else:
             tokens_r = np.bincount(rank, weights=new.astype(np.float64), minlength=ranks)
         mixed = np.zeros(ranks, dtype=bool)
-        decode_only = np.count_nonzero(dec) == dec.shape[0]
         if not decode_only:
-            mixed[rank[~dec]] = True
+            mixed[rank[sums.n :] if sums is not None else rank[~dec]] = True
         busy_decode = ~mixed & (n_r > 0)
         uniform = self._uniform_decode(batch, n_r) if decode_only and one_width else None
         shapes: Sequence[Shape]
@@ -199,7 +206,7 @@ class ServingCostModel:
         if uniform is not None:
             shapes, works, index, rank_s = uniform
         else:
-            shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r)
+            shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r, sums)
             # ranks with chunks come first, priced by parts; decode ranks' shapes whole
             n_mixed = int(np.count_nonzero(mixed)) if self._mixed is not None else 0
             if n_mixed > 1 and self._mixed is not None:  # their new chunk parts, at once
@@ -217,7 +224,7 @@ class ServingCostModel:
         counted = n_r if decode_only else None
         load, draft, extend = (
             None if x is None else x.rounded()
-            for x in comm_loads(batch, tokens_r, crit, mtp=mtp, requests_r=counted)
+            for x in comm_loads(batch, tokens_r, crit, mtp=mtp, requests_r=counted, sums=sums)
         )
         assert load is not None
         unit_ops = self._unit_ops(load, draft, extend)
@@ -268,37 +275,43 @@ class ServingCostModel:
         mixed: np.ndarray,
         busy_decode: np.ndarray,
         tokens_r: np.ndarray,
+        sums: DecodeSums | None = None,
     ) -> tuple[list[Shape], NDArray[np.intp]]:
         """The distinct shapes of the step's busy ranks and each rank's index into them (idle
         ranks: one past the end). Decode-only ranks whose requests share one width and path
         are shaped together, vectorised; so are ranks with prompt chunks where their work
-        splits into parts (`sim.cost.mixed_rank`)."""
+        splits into parts (`sim.cost.mixed_rank`). `sums`: the step's decode side, where
+        counted (`sim.cost.decode_sums`)."""
         ranks, rank = batch.num_ranks, batch.rank
         shapes: list[Shape] = []
         index = np.full(ranks, 0, dtype=np.intp)
         alone = np.flatnonzero(mixed).tolist()
         everyone = not alone  # a decode-only step: no segment to select
         if alone and self._mixed is not None:
-            shapes = list(mixed_shapes(batch, mixed, alone, self._paths, tokens_r))
+            shapes = list(mixed_shapes(batch, mixed, alone, self._paths, tokens_r, sums))
             index[alone] = np.arange(len(alone))
             alone = []
-        if np.count_nonzero(busy_decode):
+        # decode-only ranks of one width and path: (their context sums, the width, the path)
+        uniform: tuple[NDArray[np.float64], int, int] | None = None
+        rs = np.flatnonzero(busy_decode) if np.count_nonzero(busy_decode) else None
+        if rs is not None and sums is not None and not alone:  # from the counted decode side
+            uniform = (sums.kv_sum[rs], sums.width, sums.path)
+        elif rs is not None:
             sel = slice(None) if everyone else busy_decode[rank]
             q, k = batch.new_tokens[sel], batch.kv_tokens[sel]
             paths = self._paths(q, k, batch.is_decode[sel])
-            rs = np.flatnonzero(busy_decode)
             if all_equal(q) and all_equal(paths):
                 # whole-token contexts: their float64 sums are exact, whatever the order
-                kv_sum = np.bincount(rank[sel], weights=k, minlength=ranks)[rs].astype(
-                    np.float64, copy=False
-                )
-                table = self._decode_table
-                slots, _ = table.lookup(n_r[rs], kv_sum, int(q[0]), int(paths[0]), batch.size)
-                kinds, at = np.unique(slots, return_inverse=True)
-                index[rs] = at + len(shapes)
-                shapes += [table.shapes[i] for i in kinds.tolist()]
+                kv_sum = np.bincount(rank[sel], weights=k, minlength=ranks)[rs]
+                uniform = (kv_sum.astype(np.float64, copy=False), int(q[0]), int(paths[0]))
             else:
                 alone += rs.tolist()
+        if rs is not None and uniform is not None:  # shaped together, vectorised
+            table = self._decode_table
+            slots, _ = table.lookup(n_r[rs], *uniform, batch.size)
+            kinds, at = np.unique(slots, return_inverse=True)
+            index[rs] = at + len(shapes)
+            shapes += [table.shapes[i] for i in kinds.tolist()]
         for r in alone:  # ranks with prefill chunks (and mixed decode widths): one at a time
             sel = rank == r
             q, k, dec = batch.new_tokens[sel], batch.kv_tokens[sel], batch.is_decode[sel]

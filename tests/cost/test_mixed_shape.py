@@ -9,6 +9,7 @@ import pytest
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.batch import BatchShape
+from sim.cost.decode_sums import decode_sums
 from sim.cost.mixed_shape import mixed_shapes
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
@@ -50,3 +51,111 @@ def test_one_ranks_shape_is_the_shape_the_many_rank_path_gives_it(policy: str, m
         for r in range(4):
             alone = np.arange(4) == r
             assert mixed_shapes(b, alone, [r], cost._paths, tokens_r) == [everyone[r]]
+
+
+@pytest.mark.parametrize("policy", ["sglang", "vllm", "flops_optimal"])
+def test_a_counted_decode_side_shapes_ranks_as_selecting_their_segments_does(policy: str) -> None:
+    """`decode_sums` counts a step's decode side once (its decode segments first, one width and
+    path); the chunk ranks' shapes from it are those the segment-selecting path gives."""
+    cost = ServingCostModel(
+        load_model("deepseek-v3"),
+        load_gpu("h200"),
+        Deployment(name="dp4", attn_tp=2, mla_policy=policy),
+        load_profile("h200-roofline"),
+    )
+    rng = np.random.default_rng(11)
+    counted = 0
+    for trial in range(12):
+        b = batch(rng, 4, mixed_widths=trial % 3 == 2)
+        n_r = np.bincount(b.rank, minlength=4)
+        sums = decode_sums(b, n_r, cost._paths)
+        if trial % 3 == 2:  # decode widths differ: nothing counted
+            assert sums is None
+            continue
+        assert sums is not None
+        counted += 1
+        assert sums.requests.tolist() == np.bincount(b.rank[b.is_decode], minlength=4).tolist()
+        for ranks in ([0, 1, 2, 3], [1, 3], [2]):  # the ranks with chunks
+            mixed = np.isin(np.arange(4), ranks)
+            keep = np.flatnonzero(b.is_decode | mixed[b.rank])
+            step = BatchShape(
+                num_ranks=4,
+                **{f: getattr(b, f)[keep] for f in ("rank", "new_tokens", "kv_tokens")},
+                is_decode=b.is_decode[keep],
+                samples_token=None if b.samples_token is None else b.samples_token[keep],
+            )
+            step_sums = decode_sums(step, np.bincount(step.rank, minlength=4), cost._paths)
+            assert step_sums is not None
+            tokens_r = np.bincount(step.rank, weights=step.new_tokens, minlength=4)
+            selected = mixed_shapes(step, mixed, ranks, cost._paths, tokens_r)
+            assert mixed_shapes(step, mixed, ranks, cost._paths, tokens_r, step_sums) == selected
+    assert counted == 8
+
+
+def test_decode_sums_needs_the_decode_segments_first() -> None:
+    """A batch whose decode segments are not a prefix (or that has no chunk) is not counted."""
+    cost = ServingCostModel(
+        load_model("deepseek-v3"),
+        load_gpu("h200"),
+        Deployment(name="dp4", attn_tp=2),
+        load_profile("h200-roofline"),
+    )
+    b = batch(np.random.default_rng(2), 4, mixed_widths=False)
+    n_r = np.bincount(b.rank, minlength=4)
+    assert decode_sums(b, n_r, cost._paths) is not None
+    flipped = BatchShape(
+        num_ranks=4,
+        rank=b.rank[::-1].copy(),
+        new_tokens=b.new_tokens[::-1].copy(),
+        kv_tokens=b.kv_tokens[::-1].copy(),
+        is_decode=b.is_decode[::-1].copy(),
+    )
+    assert decode_sums(flipped, n_r, cost._paths) is None
+    decode = np.flatnonzero(b.is_decode)
+    only = BatchShape(
+        num_ranks=4,
+        rank=b.rank[decode],
+        new_tokens=b.new_tokens[decode],
+        kv_tokens=b.kv_tokens[decode],
+        is_decode=b.is_decode[decode],
+    )
+    assert decode_sums(only, np.bincount(only.rank, minlength=4), cost._paths) is None
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-v3.2"])
+def test_a_step_is_priced_the_same_whatever_the_order_of_its_segments(model: str) -> None:
+    """Decode segments first (as the engine lists them: their side counted once) or last (each
+    user selects them): the same step price, to the last bit."""
+    d = Deployment(name="dp4_ep8", attn_tp=2, moe_ep=8, mtp_draft_tokens=1, mtp_acceptance=(0.8,))
+    cost = ServingCostModel(load_model(model), load_gpu("h200"), d, load_profile("h200-roofline"))
+    rng = np.random.default_rng(3)
+    for trial in range(6):
+        b = batch(rng, 4, mixed_widths=False)
+        # verify width 2; on odd trials ranks 0 and 3 decode only
+        keep = b.is_decode | (trial % 2 == 0) | np.isin(b.rank, [1, 2])
+        b = BatchShape(
+            num_ranks=4,
+            rank=b.rank[keep],
+            new_tokens=np.where(b.is_decode, 2, b.new_tokens)[keep],
+            kv_tokens=b.kv_tokens[keep],
+            is_decode=b.is_decode[keep],
+            samples_token=None if b.samples_token is None else b.samples_token[keep],
+        )
+        order = np.argsort(b.is_decode, kind="stable")  # the chunks first
+        last = BatchShape(
+            num_ranks=4,
+            rank=b.rank[order],
+            new_tokens=b.new_tokens[order],
+            kv_tokens=b.kv_tokens[order],
+            is_decode=b.is_decode[order],
+            samples_token=None if b.samples_token is None else b.samples_token[order],
+        )
+        n_r = np.bincount(b.rank, minlength=4)
+        assert decode_sums(b, n_r, cost._paths) is not None
+        assert decode_sums(last, n_r, cost._paths) is None
+        first, other = cost.step_cost(b), cost.step_cost(last)
+        assert first.duration_s == other.duration_s
+        assert first.rank_own_s.tolist() == other.rank_own_s.tolist()
+        assert {k: v.seconds for k, v in first.ops.items()} == {
+            k: v.seconds for k, v in other.ops.items()
+        }
