@@ -28,12 +28,14 @@ low-latency exchange of its decode tokens alone, op by op.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
 from sim.cost import comm
 from sim.cost.batch import BatchShape
 from sim.cost.decode_sums import DecodeSums
+from sim.cost.layer_ops import Memo, kept
 from sim.cost.memo import round_to_bucket
 from sim.cost.ops import AllGather, AllReduce, EpCombine, EpDispatch
 from sim.cost.overlap import LOW_LATENCY_TOKEN_CURVE_US
@@ -188,12 +190,13 @@ def ep_tokens_per_gpu(m: ModelSpec, d: Deployment, load: CommLoad) -> float:
 
 
 def layer_comm_ops(
-    pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, load: CommLoad
+    pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, load: CommLoad, memo: Memo | None = None
 ) -> dict[str, OpTime]:
     """One layer's communication: TP all-reduce (one attention layer, plus the FFN's when
     experts split the same way), DP-attention gather to TP experts, EP dispatch/combine
     (DeepEP low-latency kernels for decode-only passes, normal kernels otherwise, never below
-    the low-latency exchange of the pass's decode tokens)."""
+    the low-latency exchange of the pass's decode tokens); with a `memo`, each exchange kernel
+    kept by what sets it (`ep_exchange`)."""
     ops: dict[str, OpTime] = {}
     if d.attn_tp > 1:
         ops["tp_allreduce"] = tp_allreduce(pr, m, d, g, load.rank_tokens)
@@ -203,9 +206,9 @@ def layer_comm_ops(
     if d.moe_tp > d.attn_tp:  # DP attention feeding TP experts: gather, then scatter back
         ops["dp_gather"] = dp_gather(pr, m, d, g, load, d.moe_tp).op
     if d.ep > 1:
-        ops.update(ep_exchange(pr, m, d, g, load))
+        ops.update(ep_exchange(pr, m, d, g, load, memo))
         if not load.decode_only and load.decode_unit_tokens > 0:
-            floor = ep_exchange(pr, m, d, g, load.decode_part())
+            floor = ep_exchange(pr, m, d, g, load.decode_part(), memo)
             for op, low in floor.items():
                 if low.seconds > ops[op].seconds:
                     ops[op] = low
@@ -297,14 +300,36 @@ def trtllm_moe_comm(
 
 
 def ep_exchange(
-    pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, load: CommLoad
+    pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, load: CommLoad, memo: Memo | None = None
 ) -> dict[str, OpTime]:
     """One layer's DeepEP dispatch and combine of `load`: low-latency kernels for a decode-only
-    pass, normal kernels otherwise."""
+    pass, normal kernels otherwise. Both follow from the tokens per GPU and the mode alone,
+    by which a `memo` keeps them (a mixed step's whole load rarely repeats; the busiest
+    sender's rounded tokens do)."""
     per_gpu = ep_tokens_per_gpu(m, d, load)
+    mode = "low_latency" if load.decode_only else "normal"
+    return {
+        kind.op: kept(
+            memo,
+            ("ep", kind.op, per_gpu, mode),
+            partial(_ep_kernel, pr, m, d, g, kind, per_gpu, mode),
+        )
+        for kind in (EpDispatch, EpCombine)
+    }
+
+
+def _ep_kernel(
+    pr: Pricer,
+    m: ModelSpec,
+    d: Deployment,
+    g: GpuSpec,
+    kind: type[EpDispatch],
+    per_gpu: float,
+    mode: str,
+) -> OpTime:
+    """One DeepEP kernel (`kind`) moving `per_gpu` tokens per GPU in `mode`."""
     link = comm.ep_link(g, d)
     moe, h = m.moe, m.hidden_size
-    mode = "low_latency" if load.decode_only else "normal"
     cap = moe.groups_per_token if moe.expert_groups > 1 else None
     copies = comm.ep_copies(
         moe.experts_per_token,
@@ -314,15 +339,11 @@ def ep_exchange(
         max_nodes=cap,
         nvlink_speedup=g.nvlink_gb_s / g.nic_gb_s,
     )
-    shape = (max(per_gpu, 1.0), d.ep, mode, link.name, h, moe.experts_per_token)
     # the table's shape; the step's own tokens, each sent `copies` times as this unit lays out
-    ops: dict[str, OpTime] = {}
-    for kind in (EpDispatch, EpCombine):
-        table_op = kind(*shape)
-        runs = replace(table_op, tokens_per_rank=per_gpu, copies=copies)
-        t = pr.link(table_op, link.bytes_per_s, runs=runs)
-        ops[kind.op] = _with_latency_floor(pr, table_op, t, per_gpu) if mode == "low_latency" else t
-    return ops
+    table_op = kind(max(per_gpu, 1.0), d.ep, mode, link.name, h, moe.experts_per_token)
+    runs = replace(table_op, tokens_per_rank=per_gpu, copies=copies)
+    t = pr.link(table_op, link.bytes_per_s, runs=runs)
+    return _with_latency_floor(pr, table_op, t, per_gpu) if mode == "low_latency" else t
 
 
 # DeepEP's published low-latency figures (its README: H800, CX7 RDMA) are all taken at one
@@ -350,12 +371,12 @@ def _with_latency_floor(pr: Pricer, op: EpDispatch, t: OpTime, tokens_per_gpu: f
 
 
 def unit_comm_ops(
-    pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, load: CommLoad
+    pr: Pricer, m: ModelSpec, d: Deployment, g: GpuSpec, load: CommLoad, memo: Memo | None = None
 ) -> dict[str, OpTime]:
     """One step's unit-wide communication: the gather and the EP exchange in every MoE layer.
     The TP all-reduce is each attention rank's own (`tp_allreduce`, priced with its work), so
-    the slowest rank is found with it."""
-    per_layer = layer_comm_ops(pr, m, d, g, load)
+    the slowest rank is found with it. `memo`: as `layer_comm_ops` keeps the exchange."""
+    per_layer = layer_comm_ops(pr, m, d, g, load, memo)
     return {op: scale(t, m.moe_layers) for op, t in per_layer.items() if op != "tp_allreduce"}
 
 

@@ -81,9 +81,9 @@ def unit_ops(
         ops["mtp_prefill_comm"] = kept(
             memo,
             ("extend comm", extend),
-            lambda: combine(*layer_comm_ops(pr, m, d, gpu, extend).values()),
+            lambda: combine(*layer_comm_ops(pr, m, d, gpu, extend, memo).values()),
         )
-    ops.update(unit_comm_ops(pr, m, d, gpu, load))
+    ops.update(unit_comm_ops(pr, m, d, gpu, load, memo))
     if d.dense_ffn == "unit":
         ops.update(unit_dense_ops(pr, ctx, d, gpu, load))
     return ops
@@ -127,7 +127,7 @@ def micro_batch_ops(
     gemms = _experts(pr, m, d, n, load.decode_only, memo)
     act = _kernels(pr, m, d, n, load.decode_only, load.sender_tokens, memo)
     ops = {"moe_routed": combine(gemms, act)}
-    ops.update(unit_comm_ops(pr, m, d, gpu, load))
+    ops.update(unit_comm_ops(pr, m, d, gpu, load, memo))
     ops.setdefault("ep_dispatch", ZERO)
     ops.setdefault("ep_combine", ZERO)
     return ops

@@ -135,7 +135,7 @@ def test_each_overlap_half_is_sized_by_its_busiest_sender(monkeypatch: pytest.Mo
     loads: list[CommLoad] = []
 
     def spy(*args: object) -> object:
-        loads.append(args[-1])  # type: ignore[arg-type]
+        loads.append(args[4])  # type: ignore[arg-type]  # (pricer, model, deployment, gpu, load, memo)
         return comm_ops.unit_comm_ops(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(unit_work, "unit_comm_ops", spy)
