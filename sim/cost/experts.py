@@ -14,7 +14,7 @@ of G GPUs sits ~sqrt(2 ln G) standard deviations above the mean.
 from __future__ import annotations
 
 import math
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -101,9 +101,24 @@ def busiest_gpu_tokens(
     spread and, under EPLB with skewed routing, its popularity drift (`EPLB_LOAD_DRIFT`)."""
     if ep == 1 or routed_tokens <= 0:
         return routed_tokens
+    drift = EPLB_LOAD_DRIFT if redundant > 0 and zipf_s > 0 else 0.0
+    return _busiest(routed_tokens, n_experts, ep, zipf_s, redundant, experts_per_token, drift)
+
+
+# remembered: a run asks for the same few hundred rounded token counts again and again (a step's
+# exchange, experts and their kernels each ask once)
+@lru_cache(maxsize=1 << 14)
+def _busiest(
+    routed_tokens: float,
+    n_experts: int,
+    ep: int,
+    zipf_s: float,
+    redundant: int,
+    experts_per_token: int,
+    drift: float,
+) -> float:
     shares = np.asarray(static_gpu_shares(n_experts, ep, zipf_s, redundant, experts_per_token))
     mean = routed_tokens * shares
-    drift = EPLB_LOAD_DRIFT if redundant > 0 and zipf_s > 0 else 0.0
     variance = routed_tokens * shares * (1.0 - shares) + (drift * mean) ** 2
     return float(np.max(mean + np.sqrt(variance) * math.sqrt(2.0 * math.log(ep))))
 
