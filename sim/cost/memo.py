@@ -49,10 +49,14 @@ def buckets(x: NDArray[np.float64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDA
     return out
 
 
+# one octave's centres as Python floats (`centre` runs dozens of times a step)
+_CENTRES = tuple(float(c) for c in _octave(BUCKETS_PER_OCTAVE)[1])
+
+
 def centre(bucket: int) -> float:
     """The value a bucket stands for (exact for powers of two)."""
     q, r = divmod(bucket, BUCKETS_PER_OCTAVE)
-    return math.ldexp(float(_octave(BUCKETS_PER_OCTAVE)[1][r]), q)
+    return math.ldexp(_CENTRES[r], q)
 
 
 def centres(b: NDArray[np.int64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDArray[np.float64]:

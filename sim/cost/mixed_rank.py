@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property, lru_cache, partial
 
 from sim.cost.chunk_parts import chunk_parts
 from sim.cost.kernel_parts import kernel_parts
@@ -82,20 +82,22 @@ class MixedWork:
         return weighted_merge((w, p.ops) for w, p in self.parts)
 
 
-def _between(x: float) -> list[tuple[float, float]]:
+# remembered: a step asks for each chunk rank's tokens twice (`MixedRanks.prime`, then `work`)
+@lru_cache(maxsize=4096)
+def _between(x: float) -> tuple[tuple[float, float], ...]:
     """`x` as weights on the bucket centres around it (one centre when it is one; 0 stays
     0): linear interpolation, exact at the centres, and monotone between them where the
     priced work is."""
     if x <= 0:
-        return [(1.0, 0.0)]
+        return ((1.0, 0.0),)
     lo = math.floor(math.log2(x) * BUCKETS_PER_OCTAVE)
     a, b = centre(lo), centre(lo + 1)
     if x <= a:
-        return [(1.0, a)]
+        return ((1.0, a),)
     if x >= b:
-        return [(1.0, b)]
+        return ((1.0, b),)
     w = (x - a) / (b - a)
-    return [(1.0 - w, a), (w, b)]
+    return ((1.0 - w, a), (w, b))
 
 
 class MixedRanks:

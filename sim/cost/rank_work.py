@@ -191,11 +191,15 @@ def chunk_token_ops(
         return {}
     m = c.model
     one = token_segment(tokens, expanded)
-    part = combine(
-        *ffn_rank_ops(pr, c, tokens, dense=False).values(),
+    part = combine(  # with a `memo`, each piece kept by what sets it, as `mtp_module` keeps them
+        *ffn_rank_ops(pr, c, tokens, dense=False, memo=memo).values(),
         _draft_elementwise(pr, c, one, memo),
-        gemm(pr, c, tokens, 2 * m.hidden_size, m.hidden_size, "bf16"),
-        head(pr, c, rows if d.lm_head == "rank" else 0.0),
+        kept(
+            memo,
+            ("eh proj", tokens),
+            lambda: gemm(pr, c, tokens, 2 * m.hidden_size, m.hidden_size, "bf16"),
+        ),
+        head(pr, c, rows if d.lm_head == "rank" else 0.0, memo),
     )
     return {"mtp_prefill": part}
 

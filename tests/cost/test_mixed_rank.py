@@ -85,8 +85,8 @@ def test_interpolation_weights_sum_to_one_and_are_exact_at_bucket_centres() -> N
         assert sum(w for w, _ in pts) == pytest.approx(1.0)
         assert sum(w * c for w, c in pts) == pytest.approx(x, rel=1e-12)
         assert all(0 < w <= 1 for w, _ in pts)
-    assert _between(centre(176)) == [(1.0, centre(176))]
-    assert _between(0.0) == [(1.0, 0.0)]
+    assert _between(centre(176)) == ((1.0, centre(176)),)
+    assert _between(0.0) == ((1.0, 0.0),)
 
 
 def test_mtp_kernels_through_a_memo_price_exactly_as_without() -> None:
