@@ -8,6 +8,7 @@ goes first, one at a time, never the whole cache.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
@@ -51,6 +52,17 @@ def buckets(x: NDArray[np.float64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDA
 
 # one octave's centres as Python floats (`centre` runs dozens of times a step)
 _CENTRES = tuple(float(c) for c in _octave(BUCKETS_PER_OCTAVE)[1])
+
+
+# the octave's bucket edges as Python floats, for one value at a time (`bucket`)
+_EDGES = tuple(float(e) for e in _octave(BUCKETS_PER_OCTAVE)[0])
+
+
+def bucket(x: float) -> int:
+    """`buckets` of one positive value in scalar arithmetic (the same frexp and edges: the
+    same bucket), for a one-rank step, where numpy's per-call cost is most of the work."""
+    m, e = math.frexp(x)
+    return BUCKETS_PER_OCTAVE * (e - 1) + bisect.bisect_right(_EDGES, m)
 
 
 def centre(bucket: int) -> float:

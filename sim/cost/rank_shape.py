@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from sim.cost.batch import BatchShape
 from sim.cost.layer_ops import RankSegments
-from sim.cost.memo import buckets, centre
+from sim.cost.memo import bucket, buckets, centre
 
 DecodeGroup = tuple[int, int, int, int]  # path, new tokens each, requests, context-sum bucket
 Chunk = tuple[int, int, int, bool]  # path, new tokens, context, samples a token
@@ -107,6 +107,8 @@ class DecodeTable(Generic[W]):
         self.shapes: list[RankShape] = []  # by slot
         self.works: list[W] = []
         self._seconds = np.zeros(0)  # by slot
+        # a one-rank step's slot by (path, width, requests, context-sum bucket)
+        self._one: dict[tuple[int, int, int, int], int] = {}
 
     def __len__(self) -> int:
         return len(self.works)
@@ -118,6 +120,8 @@ class DecodeTable(Generic[W]):
         `batch` whose requests all have `width` new tokens and MLA `path`; `n_r`: its
         requests per rank."""
         ranks = batch.num_ranks
+        if ranks == 1:
+            return self._one_rank(batch, width, path)
         busy = np.flatnonzero(n_r)
         # whole-token contexts: their float64 sums are exact, whatever the order
         kv_sum = np.bincount(batch.rank, weights=batch.kv_tokens, minlength=ranks)[busy].astype(
@@ -129,6 +133,21 @@ class DecodeTable(Generic[W]):
         rank_s = np.zeros(ranks)
         rank_s[busy] = seconds
         return index, rank_s
+
+    def _one_rank(
+        self, batch: BatchShape, width: int, path: int
+    ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+        """`ranks` of a one-rank unit (the tensor-parallel layouts), found by its shape's
+        numbers in a dict: the same slot and seconds `lookup` gives, in scalar arithmetic."""
+        n = batch.size
+        kv_sum = float(batch.kv_tokens.sum())  # whole tokens: the exact sum
+        key = (path, width, n, bucket(kv_sum))
+        slot = self._one.get(key)
+        if slot is None:
+            slots, _ = self.lookup(np.array([n]), np.array([kv_sum]), width, path, n)
+            slot = int(slots[0])
+            self._one[key] = slot  # (after `lookup`, which may have started the table again)
+        return np.full(1, slot, dtype=np.intp), self._seconds[slot : slot + 1].copy()
 
     def lookup(
         self,

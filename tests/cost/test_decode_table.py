@@ -13,6 +13,7 @@ import pytest
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.batch import BatchShape
+from sim.cost.memo import bucket, buckets
 from sim.cost.rank_shape import DecodeTable, RankShape, rank_shape
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
@@ -115,3 +116,30 @@ def test_decode_steps_cost_the_same_through_the_table_as_shape_by_shape() -> Non
             own = alone._price_rank(rank_shape(q, k, dec, alone._paths(q, k, dec), None))
             assert x.rank_own_s[r] == own.seconds
     assert len(fast._decode_table) > 0  # the table did answer
+
+
+def test_a_one_rank_step_finds_the_shape_and_seconds_a_many_rank_lookup_gives() -> None:
+    """`ranks` of a one-rank unit takes its scalar path (a dict by the shape's numbers); it
+    must answer as `lookup` does, also across the table starting again when full."""
+    rng = np.random.default_rng(9)
+    one = DecodeTable(price, max_entries=7)
+    for _ in range(60):
+        n = int(rng.integers(1, 6))
+        kv = rng.integers(1, 5000, n)
+        step = BatchShape(
+            num_ranks=1,
+            rank=np.zeros(n, dtype=np.int64),
+            new_tokens=np.full(n, 2, dtype=np.int64),
+            kv_tokens=kv,
+            is_decode=np.ones(n, dtype=bool),
+        )
+        index, seconds = one.ranks(step, np.array([n]), 2, 0)
+        (want,) = shapes_of(np.array([n]), np.array([float(kv.sum())]), 2, 0)
+        assert one.shapes[int(index[0])] == want
+        assert seconds.tolist() == [price(want).seconds]
+
+
+def test_one_values_bucket_is_the_arrays_bucket() -> None:
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.uniform(0.5, 1e7, 2000), 2.0 ** np.arange(-3, 30), [1.0, 3.0]])
+    assert [bucket(v) for v in x.tolist()] == buckets(x).tolist()
