@@ -23,7 +23,7 @@ from sim.cost.comm_ops import CommLoad, comm_loads
 from sim.cost.decode_sums import DecodeSums, decode_sums
 from sim.cost.dispatch import Segments, choose_paths, choose_paths_grouped
 from sim.cost.layer_ops import RankContext, RankSegments, indexer_times_topk
-from sim.cost.memo import BoundedCache
+from sim.cost.memo import BoundedCache, bucket
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
 from sim.cost.mixed_rank import MixedRanks, MixedWork
 from sim.cost.mixed_shape import MixedShape, Shape, mixed_shapes
@@ -150,6 +150,12 @@ class ServingCostModel:
         self._tbo = TboSaving(
             model, d, self._mixed, self._rank_ops, self._micro_ops, RANK_MEMO_ENTRIES
         )
+        # a one-rank unit's decode steps (the tensor-parallel layouts), whole, by their rank's
+        # shape: what such a step costs follows from it alone, except where two-batch overlap
+        # splits its requests by context or the head reads the unit's rows (`_one_rank_key`)
+        self._one_rank_steps: BoundedCache[tuple[int, int, int, int], StepCost] | None = None
+        if not d.two_batch_overlap and d.lm_head != "unit":
+            self._one_rank_steps = BoundedCache(RANK_MEMO_ENTRIES)
 
     # -- memory facts the engine and results need ---------------------------------------------
     @property
@@ -174,6 +180,27 @@ class ServingCostModel:
     def step_cost(self, batch: BatchShape) -> StepCost:
         """The step's duration and breakdown: a pure function of `batch` (ranks are priced at
         their `RankShape`, unit-wide work at its rounded `CommLoad`)."""
+        if batch.num_ranks == 1 and self._one_rank_steps is not None:
+            key = self._one_rank_key(batch)
+            if key is not None:
+                return self._one_rank_steps.get(key, partial(self._step_cost, batch))
+        return self._step_cost(batch)
+
+    def _one_rank_key(self, batch: BatchShape) -> tuple[int, int, int, int] | None:
+        """A one-rank decode step's whole price depends on its rank's shape alone (path, width,
+        requests, context-sum bucket: its `RankShape`): its own work, its loads (its tokens
+        and requests) and the second stream's share all follow from them. None for any other
+        step."""
+        dec, new = batch.is_decode, batch.new_tokens
+        if batch.size == 0 or np.count_nonzero(dec) < dec.shape[0] or not all_equal(new):
+            return None
+        paths = self._paths(new, batch.kv_tokens, dec)
+        if not all_equal(paths):
+            return None
+        # whole tokens: the exact sum
+        return (int(paths[0]), int(new[0]), batch.size, bucket(float(batch.kv_tokens.sum())))
+
+    def _step_cost(self, batch: BatchShape) -> StepCost:
         ranks = batch.num_ranks
         if batch.size == 0:
             return StepCost(duration_s=0.0, rank_own_s=np.zeros(ranks))
@@ -246,6 +273,7 @@ class ServingCostModel:
             graph = decode_only and int(n_r.max()) <= self.overheads.graph_max_batch.value
             hidden = stream_overlap_s(self.overheads, ops, graph)
             saved, duration = saved + hidden, duration - hidden
+        rank_s.flags.writeable = False  # a step's price may be shared (`_one_rank_steps`)
         return StepCost(
             duration_s=duration,
             rank_own_s=rank_s,
