@@ -9,7 +9,7 @@ behind the other's compute. Every op carries the source of its time.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import cast
@@ -45,6 +45,8 @@ from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
 from sim.specs.profile import Profile
+
+_ONE_RANK = np.ones(1, dtype=bool)  # a one-rank unit's rank, running chunks
 
 # memo sizes: a long run meets a few thousand rank shapes; the bound keeps a sweep's worker
 # from growing without end
@@ -150,10 +152,10 @@ class ServingCostModel:
         self._tbo = TboSaving(
             model, d, self._mixed, self._rank_ops, self._micro_ops, RANK_MEMO_ENTRIES
         )
-        # a one-rank unit's decode steps (the tensor-parallel layouts), whole, by their rank's
-        # shape: what such a step costs follows from it alone, except where two-batch overlap
-        # splits its requests by context or the head reads the unit's rows (`_one_rank_key`)
-        self._one_rank_steps: BoundedCache[tuple[int, int, int, int], StepCost] | None = None
+        # a one-rank unit's steps (the tensor-parallel layouts), whole, by their rank's shape:
+        # what such a step costs follows from it alone, except where two-batch overlap splits
+        # its requests by context or the head reads the unit's rows (`_one_rank_key`)
+        self._one_rank_steps: BoundedCache[Hashable, StepCost] | None = None
         if not d.two_batch_overlap and d.lm_head != "unit":
             self._one_rank_steps = BoundedCache(RANK_MEMO_ENTRIES)
 
@@ -186,13 +188,21 @@ class ServingCostModel:
                 return self._one_rank_steps.get(key, partial(self._step_cost, batch))
         return self._step_cost(batch)
 
-    def _one_rank_key(self, batch: BatchShape) -> tuple[int, int, int, int] | None:
-        """A one-rank decode step's whole price depends on its rank's shape alone (path, width,
-        requests, context-sum bucket: its `RankShape`): its own work, its loads (its tokens
-        and requests) and the second stream's share all follow from them. None for any other
-        step."""
+    def _one_rank_key(self, batch: BatchShape) -> Hashable | None:
+        """A one-rank step's whole price depends on its rank's shape alone: its own work, its
+        loads (its tokens, its decode tokens and requests, its chunks' tokens) and the second
+        stream's share all follow from it. A decode step's shape is its `RankShape`'s numbers
+        (path, width, requests, context-sum bucket); a step with chunks, its `MixedShape`
+        (where the rank's work splits into parts). None for any other step."""
         dec, new = batch.is_decode, batch.new_tokens
-        if batch.size == 0 or np.count_nonzero(dec) < dec.shape[0] or not all_equal(new):
+        if batch.size == 0:
+            return None
+        if np.count_nonzero(dec) < dec.shape[0]:
+            if self._mixed is None:
+                return None
+            tokens = np.array([float(new.sum())])  # whole tokens: the exact sum
+            return mixed_shapes(batch, _ONE_RANK, [0], self._paths, tokens)[0]
+        if not all_equal(new):
             return None
         paths = self._paths(new, batch.kv_tokens, dec)
         if not all_equal(paths):

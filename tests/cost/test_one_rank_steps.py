@@ -61,22 +61,43 @@ def test_a_memoised_one_rank_step_costs_what_pricing_it_gives(
     assert hits > 20  # most steps were answered from the memo
 
 
+@pytest.mark.parametrize("mtp", [0, 1])
+def test_a_memoised_one_rank_step_with_a_chunk_costs_what_pricing_it_gives(mtp: int) -> None:
+    """Steps with a prompt chunk are memoised by their `MixedShape` (a fixed-length prompt's
+    chunks recur): each costs what pricing it gives."""
+    d = Deployment(
+        name="tp8", attn_tp=8, moe_tp=8, mtp_draft_tokens=mtp, mtp_acceptance=(0.8,) * mtp
+    )
+    args = (load_model("deepseek-v3"), load_gpu("h200"), d, load_profile("h200-roofline"))
+    cost = ServingCostModel(*args)
+    rng = np.random.default_rng(2)
+    hits = 0
+    for _ in range(30):
+        n = int(rng.integers(0, 4))
+        kv = rng.integers(12_000, 12_040, n) // max(n, 1)
+        step = BatchShape(
+            num_ranks=1,
+            rank=np.zeros(n + 1, dtype=np.int64),
+            new_tokens=np.append(np.full(n, 1 + mtp), 2000),
+            kv_tokens=np.append(kv, 2000),
+            is_decode=np.append(np.ones(n, dtype=bool), False),
+            samples_token=np.ones(n + 1, dtype=bool),
+        )
+        key = cost._one_rank_key(step)
+        assert key is not None and cost._one_rank_steps is not None
+        hits += key in cost._one_rank_steps
+        same(cost.step_cost(step), ServingCostModel(*args)._step_cost(step))
+    assert hits > 15
+
+
 def test_steps_the_shape_does_not_price_are_not_memoised() -> None:
     """Two-batch overlap splits a step's requests by context, so its price is not its rank
-    shape's alone; a step with a prompt chunk, or of mixed widths, has no key."""
+    shape's alone; a decode step of mixed widths has no key."""
     args = (load_model("deepseek-v3"), load_gpu("h200"))
     tbo = Deployment(name="tp8", attn_tp=8, moe_tp=8, two_batch_overlap=True)
     assert ServingCostModel(*args, tbo, load_profile("h200-roofline"))._one_rank_steps is None
     d = Deployment(name="tp8", attn_tp=8, moe_tp=8)
     cost = ServingCostModel(*args, d, load_profile("h200-roofline"))
-    chunk = BatchShape(
-        num_ranks=1,
-        rank=np.zeros(2, dtype=np.int64),
-        new_tokens=np.array([1, 512]),
-        kv_tokens=np.array([900, 512]),
-        is_decode=np.array([True, False]),
-    )
-    assert cost._one_rank_key(chunk) is None
     widths = decode_step(np.array([900, 901]), 1)
     widths = BatchShape(**{**widths.__dict__, "new_tokens": np.array([1, 2])})
     assert cost._one_rank_key(widths) is None
