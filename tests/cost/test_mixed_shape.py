@@ -34,6 +34,18 @@ def batch(rng: np.random.Generator, ranks: int, mixed_widths: bool) -> BatchShap
     )
 
 
+def segments(b: BatchShape, sel: np.ndarray | slice) -> BatchShape:
+    """The step of `b`'s segments `sel` (indices, a mask or a slice), in that order."""
+    return BatchShape(
+        num_ranks=b.num_ranks,
+        rank=b.rank[sel],
+        new_tokens=b.new_tokens[sel],
+        kv_tokens=b.kv_tokens[sel],
+        is_decode=b.is_decode[sel],
+        samples_token=None if b.samples_token is None else b.samples_token[sel],
+    )
+
+
 @pytest.mark.parametrize("policy", ["sglang", "vllm", "flops_optimal"])
 @pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-v3.2"])
 def test_one_ranks_shape_is_the_shape_the_many_rank_path_gives_it(policy: str, model: str) -> None:
@@ -77,13 +89,7 @@ def test_a_counted_decode_side_shapes_ranks_as_selecting_their_segments_does(pol
         assert sums.requests.tolist() == np.bincount(b.rank[b.is_decode], minlength=4).tolist()
         for ranks in ([0, 1, 2, 3], [1, 3], [2]):  # the ranks with chunks
             mixed = np.isin(np.arange(4), ranks)
-            keep = np.flatnonzero(b.is_decode | mixed[b.rank])
-            step = BatchShape(
-                num_ranks=4,
-                **{f: getattr(b, f)[keep] for f in ("rank", "new_tokens", "kv_tokens")},
-                is_decode=b.is_decode[keep],
-                samples_token=None if b.samples_token is None else b.samples_token[keep],
-            )
+            step = segments(b, np.flatnonzero(b.is_decode | mixed[b.rank]))
             step_sums = decode_sums(step, np.bincount(step.rank, minlength=4), cost._paths)
             assert step_sums is not None
             tokens_r = np.bincount(step.rank, weights=step.new_tokens, minlength=4)
@@ -103,22 +109,9 @@ def test_decode_sums_needs_the_decode_segments_first() -> None:
     b = batch(np.random.default_rng(2), 4, mixed_widths=False)
     n_r = np.bincount(b.rank, minlength=4)
     assert decode_sums(b, n_r, cost._paths) is not None
-    flipped = BatchShape(
-        num_ranks=4,
-        rank=b.rank[::-1].copy(),
-        new_tokens=b.new_tokens[::-1].copy(),
-        kv_tokens=b.kv_tokens[::-1].copy(),
-        is_decode=b.is_decode[::-1].copy(),
-    )
+    flipped = segments(b, slice(None, None, -1))
     assert decode_sums(flipped, n_r, cost._paths) is None
-    decode = np.flatnonzero(b.is_decode)
-    only = BatchShape(
-        num_ranks=4,
-        rank=b.rank[decode],
-        new_tokens=b.new_tokens[decode],
-        kv_tokens=b.kv_tokens[decode],
-        is_decode=b.is_decode[decode],
-    )
+    only = segments(b, np.flatnonzero(b.is_decode))
     assert decode_sums(only, np.bincount(only.rank, minlength=4), cost._paths) is None
 
 
@@ -132,24 +125,9 @@ def test_a_step_is_priced_the_same_whatever_the_order_of_its_segments(model: str
     for trial in range(6):
         b = batch(rng, 4, mixed_widths=False)
         # verify width 2; on odd trials ranks 0 and 3 decode only
-        keep = b.is_decode | (trial % 2 == 0) | np.isin(b.rank, [1, 2])
-        b = BatchShape(
-            num_ranks=4,
-            rank=b.rank[keep],
-            new_tokens=np.where(b.is_decode, 2, b.new_tokens)[keep],
-            kv_tokens=b.kv_tokens[keep],
-            is_decode=b.is_decode[keep],
-            samples_token=None if b.samples_token is None else b.samples_token[keep],
-        )
-        order = np.argsort(b.is_decode, kind="stable")  # the chunks first
-        last = BatchShape(
-            num_ranks=4,
-            rank=b.rank[order],
-            new_tokens=b.new_tokens[order],
-            kv_tokens=b.kv_tokens[order],
-            is_decode=b.is_decode[order],
-            samples_token=None if b.samples_token is None else b.samples_token[order],
-        )
+        b = BatchShape(**{**b.__dict__, "new_tokens": np.where(b.is_decode, 2, b.new_tokens)})
+        b = segments(b, b.is_decode | (trial % 2 == 0) | np.isin(b.rank, [1, 2]))
+        last = segments(b, np.argsort(b.is_decode, kind="stable"))  # the chunks first
         n_r = np.bincount(b.rank, minlength=4)
         assert decode_sums(b, n_r, cost._paths) is not None
         assert decode_sums(last, n_r, cost._paths) is None
