@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.cost.batch import StepCost
-from sim.cost.rate import LAUNCH_ROW
+from sim.cost.rate import LAUNCH_ROW, OpTime
 from sim.specs.limits import check_step_log
 
 _SCALARS: dict[str, type] = {
@@ -103,6 +103,9 @@ class StepLog:
         self._last_cols = np.zeros(0, dtype=np.int64)
         self._last_sources: list[str] = []
         self._last_codes = np.zeros(0, dtype=np.int8)
+        self._last_ops: dict[str, OpTime] | None = None  # the previous step's ops, its row
+        self._last_launch = 0.0
+        self._last_seconds: list[float] = []
         # each op set's columns and each source sequence's codes, once: steps alternate
         # between a few (decode-only and mixed steps price different ops)
         self._cols_of: dict[tuple[str, ...], NDArray[np.int64]] = {}
@@ -154,6 +157,16 @@ class StepLog:
         ))  # fmt: skip
         self._pending_batch.append(rec.batch_per_rank)
         self._pending_own.append(cost.rank_own_s)
+        if cost.ops is not self._last_ops or cost.launch_s != self._last_launch:
+            self._row(cost)  # else the previous step's ops (a price memoised whole): its row
+        self._pending_ops.append((self._last_cols, self._last_codes, self._last_seconds))
+        self.n += 1
+        if len(self._pending) >= _FLUSH_STEPS:
+            self._flush()
+
+    def _row(self, cost: StepCost) -> None:
+        """A step's op row: its seconds (launches apart), columns and source codes, kept as
+        the last row's (`append`)."""
         ops = cost.ops
         vals = ops.values()
         names = tuple(ops)
@@ -181,13 +194,11 @@ class StepLog:
                 codes = np.array([self._code(s) + 1 for s in sources], dtype=np.int8)
                 self._codes_of[key] = codes
             self._last_codes, self._last_sources = codes, sources
-        self._pending_ops.append((self._last_cols, self._last_codes, seconds))
         if any([op.extrapolated for op in vals]):
             for name, op in ops.items():
                 self.op_extrapolated[name] |= op.extrapolated
-        self.n += 1
-        if len(self._pending) >= _FLUSH_STEPS:
-            self._flush()
+        # held, so that `is` cannot meet another dict at the same address
+        self._last_ops, self._last_launch, self._last_seconds = ops, cost.launch_s, seconds
 
     def _flush(self) -> None:
         """Write the pending steps' figures to the columns (rows `_written` .. n - 1)."""

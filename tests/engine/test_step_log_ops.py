@@ -38,3 +38,18 @@ def test_alternating_op_sets_land_in_their_own_columns() -> None:
     assert by_source["moe"] == {"roofline": 6.0, "published": 12.0}
     assert by_source["prefill"] == {"roofline": 16.0}
     assert by_source["head"] == {"measured": 14.0}
+
+
+def test_a_repeated_ops_dict_keeps_its_row_unless_the_launch_figure_changes() -> None:
+    """Steps priced whole from a memo hand the log the same ops dict: its row is reused, but
+    not across a different per-kernel launch figure (the launch row splits otherwise)."""
+    ops = {"attn": OpTime(seconds=1.0, source="roofline", launches=10.0)}
+    log = StepLog(2, capacity=4)
+    for launch_s in (0.0, 0.0, 0.01, 0.01, 0.0):
+        cost = StepCost(duration_s=1.0, rank_own_s=np.ones(2), ops=ops, launch_s=launch_s)
+        log.append(StepRecord(0, 0.0, cost, np.array([1, 1]), 2, 0, 2, 2, 0))
+    secs = log.op_seconds
+    attn = log.op_names.index("attn")
+    launch = log.op_names.index("kernel_launch")
+    assert secs[:, attn].tolist() == [1.0, 1.0, 0.9, 0.9, 1.0]
+    assert secs[:, launch].tolist() == [0.0, 0.0, 0.1, 0.1, 0.0]
