@@ -50,12 +50,9 @@ def buckets(x: NDArray[np.float64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDA
     return out
 
 
-# one octave's centres as Python floats (`centre` runs dozens of times a step)
-_CENTRES = tuple(float(c) for c in _octave(BUCKETS_PER_OCTAVE)[1])
-
-
-# the octave's bucket edges as Python floats, for one value at a time (`bucket`)
-_EDGES = tuple(float(e) for e in _octave(BUCKETS_PER_OCTAVE)[0])
+# one octave's edges and centres as Python floats, for one value at a time (`bucket` and
+# `centre` run dozens of times a step)
+_EDGES, _CENTRES = (tuple(float(v) for v in a) for a in _octave(BUCKETS_PER_OCTAVE))
 
 
 def bucket(x: float) -> int:
@@ -65,9 +62,9 @@ def bucket(x: float) -> int:
     return BUCKETS_PER_OCTAVE * (e - 1) + bisect.bisect_right(_EDGES, m)
 
 
-def centre(bucket: int) -> float:
-    """The value a bucket stands for (exact for powers of two)."""
-    q, r = divmod(bucket, BUCKETS_PER_OCTAVE)
+def centre(b: int) -> float:
+    """The value bucket `b` stands for (exact for powers of two)."""
+    q, r = divmod(b, BUCKETS_PER_OCTAVE)
     return math.ldexp(_CENTRES[r], q)
 
 

@@ -139,11 +139,10 @@ class DecodeTable(Generic[W]):
     ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
         """`ranks` of a one-rank unit (the tensor-parallel layouts), found by its shape's
         numbers in a dict: the same slot and seconds `lookup` gives, in scalar arithmetic."""
-        n = batch.size
-        kv_sum = float(batch.kv_tokens.sum())  # whole tokens: the exact sum
-        key = (path, width, n, bucket(kv_sum))
+        key = decode_signature(batch, width, path)
         slot = self._one.get(key)
         if slot is None:
+            n, kv_sum = batch.size, float(batch.kv_tokens.sum())
             slots, _ = self.lookup(np.array([n]), np.array([kv_sum]), width, path, n)
             slot = int(slots[0])
             self._one[key] = slot  # (after `lookup`, which may have started the table again)
@@ -200,6 +199,13 @@ class DecodeTable(Generic[W]):
         at = np.concatenate([self._at, slots])
         order = np.argsort(keys, kind="stable")
         self._keys, self._at = keys[order], at[order]
+
+
+def decode_signature(batch: BatchShape, width: int, path: int) -> tuple[int, int, int, int]:
+    """A one-rank decode step's `RankShape` as its numbers, in scalar arithmetic: (path,
+    width, requests, context-sum bucket), every request `width` new tokens on `path`."""
+    # whole-token contexts: the exact sum
+    return (path, width, batch.size, bucket(float(batch.kv_tokens.sum())))
 
 
 def shape_segments(shape: RankShape) -> RankSegments:

@@ -9,7 +9,7 @@ behind the other's compute. Every op carries the source of its time.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import cast
@@ -23,10 +23,11 @@ from sim.cost.comm_ops import CommLoad, comm_loads
 from sim.cost.decode_sums import DecodeSums, decode_sums
 from sim.cost.dispatch import Segments, choose_paths, choose_paths_grouped
 from sim.cost.layer_ops import RankContext, RankSegments, indexer_times_topk
-from sim.cost.memo import BoundedCache, bucket
+from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
 from sim.cost.mixed_rank import MixedRanks, MixedWork
 from sim.cost.mixed_shape import MixedShape, Shape, mixed_shapes
+from sim.cost.one_rank import OneRankSteps
 from sim.cost.overheads import Figure, engine_overheads, shared_expert_tp, stream_overlap_s
 from sim.cost.overlap import comm_time, moe_layers_s
 from sim.cost.pricing import Pricer
@@ -45,8 +46,6 @@ from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
 from sim.specs.profile import Profile
-
-_ONE_RANK = np.ones(1, dtype=bool)  # a one-rank unit's rank, running chunks
 
 # memo sizes: a long run meets a few thousand rank shapes; the bound keeps a sweep's worker
 # from growing without end
@@ -152,12 +151,10 @@ class ServingCostModel:
         self._tbo = TboSaving(
             model, d, self._mixed, self._rank_ops, self._micro_ops, RANK_MEMO_ENTRIES
         )
-        # a one-rank unit's steps (the tensor-parallel layouts), whole, by their rank's shape:
-        # what such a step costs follows from it alone, except where two-batch overlap splits
-        # its requests by context or the head reads the unit's rows (`_one_rank_key`)
-        self._one_rank_steps: BoundedCache[Hashable, StepCost] | None = None
+        # a one-rank unit's steps, whole, by their rank's shape (`sim.cost.one_rank`)
+        self._one_rank: OneRankSteps | None = None
         if not d.two_batch_overlap and d.lm_head != "unit":
-            self._one_rank_steps = BoundedCache(RANK_MEMO_ENTRIES)
+            self._one_rank = OneRankSteps(self._paths, self._mixed is not None, RANK_MEMO_ENTRIES)
 
     # -- memory facts the engine and results need ---------------------------------------------
     @property
@@ -182,33 +179,9 @@ class ServingCostModel:
     def step_cost(self, batch: BatchShape) -> StepCost:
         """The step's duration and breakdown: a pure function of `batch` (ranks are priced at
         their `RankShape`, unit-wide work at its rounded `CommLoad`)."""
-        if batch.num_ranks == 1 and self._one_rank_steps is not None:
-            key = self._one_rank_key(batch)
-            if key is not None:
-                return self._one_rank_steps.get(key, partial(self._step_cost, batch))
+        if batch.num_ranks == 1 and self._one_rank is not None:
+            return self._one_rank.price(batch, self._step_cost)
         return self._step_cost(batch)
-
-    def _one_rank_key(self, batch: BatchShape) -> Hashable | None:
-        """A one-rank step's whole price depends on its rank's shape alone: its own work, its
-        loads (its tokens, its decode tokens and requests, its chunks' tokens) and the second
-        stream's share all follow from it. A decode step's shape is its `RankShape`'s numbers
-        (path, width, requests, context-sum bucket); a step with chunks, its `MixedShape`
-        (where the rank's work splits into parts). None for any other step."""
-        dec, new = batch.is_decode, batch.new_tokens
-        if batch.size == 0:
-            return None
-        if np.count_nonzero(dec) < dec.shape[0]:
-            if self._mixed is None:
-                return None
-            tokens = np.array([float(new.sum())])  # whole tokens: the exact sum
-            return mixed_shapes(batch, _ONE_RANK, [0], self._paths, tokens)[0]
-        if not all_equal(new):
-            return None
-        paths = self._paths(new, batch.kv_tokens, dec)
-        if not all_equal(paths):
-            return None
-        # whole tokens: the exact sum
-        return (int(paths[0]), int(new[0]), batch.size, bucket(float(batch.kv_tokens.sum())))
 
     def _step_cost(self, batch: BatchShape) -> StepCost:
         ranks = batch.num_ranks
@@ -283,7 +256,7 @@ class ServingCostModel:
             graph = decode_only and int(n_r.max()) <= self.overheads.graph_max_batch.value
             hidden = stream_overlap_s(self.overheads, ops, graph)
             saved, duration = saved + hidden, duration - hidden
-        rank_s.flags.writeable = False  # a step's price may be shared (`_one_rank_steps`)
+        rank_s.flags.writeable = False  # a step's price may be shared (`sim.cost.one_rank`)
         return StepCost(
             duration_s=duration,
             rank_own_s=rank_s,

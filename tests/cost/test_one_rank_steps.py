@@ -53,10 +53,9 @@ def test_a_memoised_one_rank_step_costs_what_pricing_it_gives(
         # other request counts share its context-sum bucket
         kv = rng.integers(12_000, 12_040, n) // n
         step = decode_step(kv, 1 + mtp)
-        key = cost._one_rank_key(step)
+        key = cost._one_rank.key(step)
         assert key is not None
-        assert cost._one_rank_steps is not None
-        hits += key in cost._one_rank_steps
+        hits += key in cost._one_rank
         same(cost.step_cost(step), ServingCostModel(*args)._step_cost(step))
     assert hits > 20  # most steps were answered from the memo
 
@@ -83,9 +82,9 @@ def test_a_memoised_one_rank_step_with_a_chunk_costs_what_pricing_it_gives(mtp: 
             is_decode=np.append(np.ones(n, dtype=bool), False),
             samples_token=np.ones(n + 1, dtype=bool),
         )
-        key = cost._one_rank_key(step)
-        assert key is not None and cost._one_rank_steps is not None
-        hits += key in cost._one_rank_steps
+        key = cost._one_rank.key(step)
+        assert key is not None
+        hits += key in cost._one_rank
         same(cost.step_cost(step), ServingCostModel(*args)._step_cost(step))
     assert hits > 15
 
@@ -95,9 +94,9 @@ def test_steps_the_shape_does_not_price_are_not_memoised() -> None:
     shape's alone; a decode step of mixed widths has no key."""
     args = (load_model("deepseek-v3"), load_gpu("h200"))
     tbo = Deployment(name="tp8", attn_tp=8, moe_tp=8, two_batch_overlap=True)
-    assert ServingCostModel(*args, tbo, load_profile("h200-roofline"))._one_rank_steps is None
+    assert ServingCostModel(*args, tbo, load_profile("h200-roofline"))._one_rank is None
     d = Deployment(name="tp8", attn_tp=8, moe_tp=8)
     cost = ServingCostModel(*args, d, load_profile("h200-roofline"))
     widths = decode_step(np.array([900, 901]), 1)
     widths = BatchShape(**{**widths.__dict__, "new_tokens": np.array([1, 2])})
-    assert cost._one_rank_key(widths) is None
+    assert cost._one_rank.key(widths) is None
