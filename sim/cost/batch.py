@@ -15,6 +15,8 @@ from numpy.typing import NDArray
 
 from sim.cost.rate import OpTime
 
+FEW_DISTINCT = 32  # `distinct` of at most this many values: in Python
+
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 
@@ -89,6 +91,18 @@ def all_equal(a: NDArray[np.generic]) -> bool:
     """Whether every entry of non-empty `a` equals its first: one comparison and a count, far
     cheaper than `min() == max()` (two reductions) on a step's small arrays."""
     return not np.count_nonzero(a != a[0])
+
+
+def distinct(a: NDArray[np.intp]) -> tuple[list[int], NDArray[np.intp]]:
+    """`np.unique(a, return_inverse=True)`, the values as a list: in Python for a small `a`
+    (a step's few busy ranks), where `np.unique`'s fixed cost is several times the work."""
+    if a.shape[0] > FEW_DISTINCT:
+        found, at = np.unique(a, return_inverse=True)
+        return found.tolist(), at
+    values: list[int] = a.tolist()
+    kinds = sorted(set(values))
+    place = {v: i for i, v in enumerate(kinds)}
+    return kinds, np.array([place[v] for v in values], dtype=np.intp)
 
 
 class StepCostModel(Protocol):

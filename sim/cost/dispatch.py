@@ -36,6 +36,8 @@ PATH_NAMES = {
 SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD = 8192
 SGLANG_MAX_KV_CHUNK_CAPACITY = 131072
 SGLANG_DSA_DENSE_KV_THRESHOLD = 2048
+# `choose_paths_grouped` of at most this many extend segments: summed in Python, not scattered
+FEW_EXTENDS = 16
 # flops_optimal: largest expanded K+V (per layer, BF16) built in one shot
 EXPANDED_KV_CAP_BYTES = 2 * 1024**3
 
@@ -114,14 +116,21 @@ def choose_paths_grouped(
 
 def _sglang_grouped(seg: Segments, sparse: bool, groups: NDArray[np.int64]) -> NDArray[np.int8]:
     """SGLang's path of every batch at once, each decided from its own extend segments' sums
-    (and, under DSA, maxima) by group: decode, idle and spec verify/draft run MLA (sparse under
-    DSA); under DSA dense MHA only while every sequence of the extend batch fits the top-k
-    window and the whole batch fits one KV chunk; else by the batch's prefix sum."""
+    (and, under DSA, maxima) by group (`_sglang_extend`): decode, idle and spec verify/draft
+    run MLA (sparse under DSA)."""
     out = np.full(seg.new_tokens.shape, SPARSE_ABSORB if sparse else ABSORB, dtype=np.int8)
     ext = ~seg.is_decode
     if not np.count_nonzero(ext):
         return out
     g, kv = groups[ext], seg.kv_tokens[ext]
+    if g.shape[0] <= FEW_EXTENDS:  # a step's few chunks: summed in Python, exactly
+        by_group: dict[int, list[int]] = {}
+        for gi, k, q in zip(g.tolist(), kv.tolist(), seg.new_tokens[ext].tolist(), strict=True):
+            sums = by_group.setdefault(gi, [0, 0, 0])
+            sums[0], sums[1], sums[2] = sums[0] + k, sums[1] + k - q, max(sums[2], k)
+        path = {gi: _sglang_extend(k, p, m, sparse) for gi, (k, p, m) in by_group.items()}
+        out[ext] = [path[gi] for gi in g.tolist()]
+        return out
     n = int(g.max()) + 1
     kv_sum = np.zeros(n, dtype=np.int64)
     np.add.at(kv_sum, g, kv)
@@ -132,36 +141,39 @@ def _sglang_grouped(seg: Segments, sparse: bool, groups: NDArray[np.int64]) -> N
             kv_sum <= SGLANG_MAX_KV_CHUNK_CAPACITY
         )
         out[ext] = np.where(use_mha, EXPAND, SPARSE_ABSORB)[g]
-        out[seg.is_decode] = SPARSE_ABSORB
         return out
     prefix_sum = np.zeros(n, dtype=np.int64)
     np.add.at(prefix_sum, g, seg.prefix_tokens[ext])
     expands = (prefix_sum == 0) | (prefix_sum >= SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD)
     one_shot = kv_sum <= SGLANG_MAX_KV_CHUNK_CAPACITY
-    path = np.where(expands, np.where(one_shot, EXPAND, EXPAND_CHUNKED), ABSORB)
-    out[ext] = path[g]
+    path_g = np.where(expands, np.where(one_shot, EXPAND, EXPAND_CHUNKED), ABSORB)
+    out[ext] = path_g[g]
     return out
+
+
+def _sglang_extend(kv_sum: int, prefix_sum: int, kv_max: int, sparse: bool) -> int:
+    """SGLang's path of one extend batch from its contexts' sum, its cached prefixes' sum and
+    its longest context: under DSA dense MHA only while every sequence fits the top-k window
+    and the whole batch fits one KV chunk; else by the batch's prefix sum."""
+    if sparse:
+        use_mha = kv_max <= SGLANG_DSA_DENSE_KV_THRESHOLD
+        return EXPAND if use_mha and kv_sum <= SGLANG_MAX_KV_CHUNK_CAPACITY else SPARSE_ABSORB
+    if prefix_sum == 0 or prefix_sum >= SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD:
+        return EXPAND if kv_sum <= SGLANG_MAX_KV_CHUNK_CAPACITY else EXPAND_CHUNKED
+    return ABSORB
 
 
 @register("sglang")
 def _sglang(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[np.int8]:
-    """SGLang decides once for the whole extend batch: `_sglang_grouped` of one batch, from
-    the batch's own sums (and maximum) directly."""
+    """SGLang decides once for the whole extend batch: `_sglang_extend` of its sums."""
     out = np.full(seg.new_tokens.shape, SPARSE_ABSORB if sparse else ABSORB, dtype=np.int8)
     ext = ~seg.is_decode
     if not np.count_nonzero(ext):
         return out
     kv = seg.kv_tokens[ext]
     kv_sum = int(kv.sum())
-    if sparse:
-        use_mha = int(kv.max()) <= SGLANG_DSA_DENSE_KV_THRESHOLD
-        out[ext] = EXPAND if use_mha and kv_sum <= SGLANG_MAX_KV_CHUNK_CAPACITY else SPARSE_ABSORB
-        return out
-    prefix_sum = kv_sum - int(seg.new_tokens[ext].sum())
-    if prefix_sum == 0 or prefix_sum >= SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD:
-        out[ext] = EXPAND if kv_sum <= SGLANG_MAX_KV_CHUNK_CAPACITY else EXPAND_CHUNKED
-    else:
-        out[ext] = ABSORB
+    kv_max = int(kv.max()) if sparse else 0
+    out[ext] = _sglang_extend(kv_sum, kv_sum - int(seg.new_tokens[ext].sum()), kv_max, sparse)
     return out
 
 

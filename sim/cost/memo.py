@@ -22,6 +22,7 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 BUCKETS_PER_OCTAVE = 16  # 2^(1/16) steps: a value is rounded by at most 2.2%
+FEW_VALUES = 8  # `buckets` of at most this many values: scalar arithmetic, value by value
 
 
 # Buckets and centres are read off constant tables of one octave (Python's `**`, computed once)
@@ -41,7 +42,10 @@ def _octave(per_octave: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
 
 def buckets(x: NDArray[np.float64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDArray[np.int64]:
     """2^(1/16) buckets of positive values (2^(1/per_octave) if given): round(p log2 x), from
-    x = m 2^e (m in [0.5, 1)) as p e - p plus the edges at or below m."""
+    x = m 2^e (m in [0.5, 1)) as p e - p plus the edges at or below m. A few values go one at a
+    time (`bucket`: the same buckets), where numpy's per-call cost would be most of the work."""
+    if x.ndim == 1 and x.shape[0] <= FEW_VALUES:
+        return np.array([bucket(v, per_octave) for v in x.tolist()], dtype=np.int64)
     edges, _ = _octave(per_octave)
     m, e = np.frexp(x)
     out: NDArray[np.int64] = per_octave * (e.astype(np.int64) - 1) + np.searchsorted(
@@ -50,22 +54,30 @@ def buckets(x: NDArray[np.float64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDA
     return out
 
 
-# one octave's edges and centres as Python floats, for one value at a time (`bucket` and
-# `centre` run dozens of times a step)
-_EDGES, _CENTRES = (tuple(float(v) for v in a) for a in _octave(BUCKETS_PER_OCTAVE))
+@lru_cache(maxsize=8)
+def _scalar_octave(per_octave: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """`_octave` as Python floats, for one value at a time (`bucket` and `centre` run dozens
+    of times a step)."""
+    edges, mids = _octave(per_octave)
+    return tuple(float(v) for v in edges), tuple(float(v) for v in mids)
 
 
-def bucket(x: float) -> int:
+_EDGES, _CENTRES = _scalar_octave(BUCKETS_PER_OCTAVE)
+
+
+def bucket(x: float, per_octave: int = BUCKETS_PER_OCTAVE) -> int:
     """`buckets` of one positive value in scalar arithmetic (the same frexp and edges: the
     same bucket), for a one-rank step, where numpy's per-call cost is most of the work."""
+    edges = _EDGES if per_octave == BUCKETS_PER_OCTAVE else _scalar_octave(per_octave)[0]
     m, e = math.frexp(x)
-    return BUCKETS_PER_OCTAVE * (e - 1) + bisect.bisect_right(_EDGES, m)
+    return per_octave * (e - 1) + bisect.bisect_right(edges, m)
 
 
-def centre(b: int) -> float:
+def centre(b: int, per_octave: int = BUCKETS_PER_OCTAVE) -> float:
     """The value bucket `b` stands for (exact for powers of two)."""
-    q, r = divmod(b, BUCKETS_PER_OCTAVE)
-    return math.ldexp(_CENTRES[r], q)
+    mids = _CENTRES if per_octave == BUCKETS_PER_OCTAVE else _scalar_octave(per_octave)[1]
+    q, r = divmod(b, per_octave)
+    return math.ldexp(mids[r], q)
 
 
 def centres(b: NDArray[np.int64], per_octave: int = BUCKETS_PER_OCTAVE) -> NDArray[np.float64]:

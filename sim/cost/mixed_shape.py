@@ -26,13 +26,15 @@ from sim.cost.batch import BatchShape, all_equal
 from sim.cost.decode_sums import DecodeSums
 from sim.cost.dispatch import EXPAND, EXPAND_CHUNKED
 from sim.cost.layer_ops import RankSegments
-from sim.cost.memo import buckets, centre, centres, round_to_bucket
+from sim.cost.memo import bucket, buckets, centre, centres, round_to_bucket
 from sim.cost.micro_batches import TBO_TOKEN_DISTRIBUTION_THRESHOLD, balanced_index, split_in_two
 from sim.cost.rank_shape import RankShape
 
 # a chunk's length and prefix: 2^(1/64) buckets (within 0.54%), as its attention grows with the
 # square of its tokens and a prompt of one length rounds the same way every step
 CHUNK_BUCKETS_PER_OCTAVE = 64
+# a one-rank step with at most this many chunks rounds them one at a time (`_one_rank`)
+FEW_CHUNKS = 16
 
 DecodeGroup = tuple[int, float, int, float]  # path, new tokens each, requests, context each
 Chunk = tuple[int, float, float, bool]  # path, new tokens, context, samples a token
@@ -105,15 +107,15 @@ def mixed_shapes(
             busy = np.flatnonzero(count)
             k_sum = np.bincount(r_on, weights=k_on, minlength=m)[ranks][busy]
             per_rank = (busy.tolist(), count[busy].tolist(), buckets(k_sum.astype(np.float64)))
-            for i, n, bucket in zip(per_rank[0], per_rank[1], per_rank[2].tolist(), strict=True):
-                groups[i].append(decode_group(path, width, n, bucket))
+            for i, n, bk in zip(per_rank[0], per_rank[1], per_rank[2].tolist(), strict=True):
+                groups[i].append(decode_group(path, width, n, bk))
         else:
             code = r_on << 40 | decode_path.astype(np.int64) << 32 | q_on
             kinds, inverse = np.unique(code, return_inverse=True)
             n_kind = np.bincount(inverse)
             b = buckets(np.bincount(inverse, weights=k_on).astype(np.float64))
-            for kind, n, bucket in zip(kinds.tolist(), n_kind.tolist(), b.tolist(), strict=True):
-                group = decode_group((kind >> 32) & 0xFF, kind & 0xFFFFFFFF, n, bucket)
+            for kind, n, bk in zip(kinds.tolist(), n_kind.tolist(), b.tolist(), strict=True):
+                group = decode_group((kind >> 32) & 0xFF, kind & 0xFFFFFFFF, n, bk)
                 groups[int(pos[kind >> 40])].append(group)
     rows = np.bincount(r_on, weights=q_on.astype(np.float64), minlength=m).astype(np.float64)
     return _with_chunks(batch, ranks, pre, pos, chunk_path, groups, rows, tokens_r)
@@ -137,8 +139,8 @@ def _from_sums(
     count = sums.requests[ranks]
     busy = np.flatnonzero(count)
     per_rank = (busy.tolist(), count[busy].tolist(), buckets(sums.kv_sum[ranks][busy]).tolist())
-    for i, n, bucket in zip(*per_rank, strict=True):
-        groups[i].append(decode_group(sums.path, sums.width, n, bucket))
+    for i, n, b in zip(*per_rank, strict=True):
+        groups[i].append(decode_group(sums.path, sums.width, n, b))
     return _with_chunks(batch, ranks, pre, pos, chunk_path, groups, sums.tokens, tokens_r)
 
 
@@ -155,9 +157,52 @@ def _with_chunks(
     """The shapes of `ranks`, from their decode `groups` and every rank's decode logits rows
     (`decode_rows`), with the chunks (segments `pre`, on MLA paths `chunk_path`; `pos`: each
     rank's place in `ranks`) and the rest of each shape added."""
-    m = batch.num_ranks
     cr, cq, ck = batch.rank[pre], batch.new_tokens[pre], batch.kv_tokens[pre]
     smp = np.ones(cq.size, dtype=bool) if batch.samples_token is None else batch.samples_token[pre]
+    t = tokens_r[ranks].astype(np.float64).tolist()
+    if cq.size <= FEW_CHUNKS:
+        columns = (pos[cr].tolist(), chunk_path.tolist(), cq.tolist(), ck.tolist(), smp.tolist())
+        chunks, x, sampled = _few_chunks(len(ranks), *columns)
+    else:
+        chunks, x, sampled = _many_chunks(batch.num_ranks, ranks, pos, cr, chunk_path, cq, ck, smp)
+    rows = [d + n for d, n in zip(decode_rows[ranks].tolist(), sampled, strict=True)]
+    return [
+        MixedShape(tuple(g), tuple(sorted(c)), ti, xi, ri)
+        for g, c, ti, xi, ri in zip(groups, chunks, t, x, rows, strict=True)
+    ]
+
+
+def _few_chunks(
+    n: int, where: list[int], paths: list[int], q: list[int], k: list[int], smp: list[bool]
+) -> tuple[list[list[Chunk]], list[float], list[float]]:
+    """A step's few chunks (at most `FEW_CHUNKS`), in scalar arithmetic where numpy's per-call
+    cost would be most of the work: chunk i (on MLA path `paths[i]`, `q[i]` new tokens of
+    context `k[i]`, sampling a token if `smp[i]`) goes to the shape at place `where[i]` of `n`.
+    (each place's chunks, its expanded context rounded as `_rounded` does, its chunks that
+    sample). Sums are of whole tokens: exact, as the vectorised sums are."""
+    chunks: list[list[Chunk]] = [[] for _ in range(n)]
+    expanded, sampled = [0] * n, [0.0] * n
+    for i, p, nq, ctx, s in zip(where, paths, q, k, smp, strict=True):
+        chunks[i].append((p, *_rounded_chunk(nq, ctx), s))
+        if p in (EXPAND, EXPAND_CHUNKED):
+            expanded[i] += ctx
+        sampled[i] += s
+    x = [centre(bucket(float(v))) if v > 0 else 0.0 for v in expanded]
+    return chunks, x, sampled
+
+
+def _many_chunks(
+    m: int,
+    ranks: list[int],
+    pos: NDArray[np.int64],
+    cr: NDArray[np.int64],
+    chunk_path: NDArray[np.int8],
+    cq: NDArray[np.int64],
+    ck: NDArray[np.int64],
+    smp: NDArray[np.bool_],
+) -> tuple[list[list[Chunk]], list[float], list[float]]:
+    """`_few_chunks` of many chunks, vectorised over them (`cr`: each chunk's rank of `m`;
+    `pos`: each rank's place in `ranks`)."""
     new, context = _rounded_chunks(cq, ck)
     chunks: list[list[Chunk]] = [[] for _ in ranks]
     columns = (pos[cr].tolist(), chunk_path.tolist(), new.tolist(), context.tolist(), smp.tolist())
@@ -166,13 +211,9 @@ def _with_chunks(
     expand = (chunk_path == EXPAND) | (chunk_path == EXPAND_CHUNKED)
     weights = np.where(expand, ck, 0).astype(np.float64)
     expanded = np.bincount(cr, weights=weights, minlength=m).astype(np.float64)
-    rows = decode_rows + np.bincount(cr, weights=smp.astype(np.float64), minlength=m)
-    t = tokens_r[ranks].astype(np.float64).tolist()
-    x = _rounded(expanded[ranks]).tolist()
-    return [
-        MixedShape(tuple(g), tuple(sorted(c)), ti, xi, ri)
-        for g, c, ti, xi, ri in zip(groups, chunks, t, x, rows[ranks].tolist(), strict=True)
-    ]
+    sampled = np.bincount(cr, weights=smp.astype(np.float64), minlength=m)[ranks]
+    x: list[float] = _rounded(expanded[ranks]).tolist()
+    return chunks, x, sampled.tolist()
 
 
 def _one_rank(
@@ -189,26 +230,36 @@ def _one_rank(
     groups: tuple[DecodeGroup, ...] = ()
     q_on, p_on = q[dec], path[dec]
     if q_on.size and all_equal(q_on) and all_equal(p_on):  # one group
-        k_sum = np.array([float(k[dec].sum())])
-        groups = (decode_group(int(p_on[0]), int(q_on[0]), q_on.size, int(buckets(k_sum)[0])),)
+        k_sum = float(k[dec].sum())
+        groups = (decode_group(int(p_on[0]), int(q_on[0]), q_on.size, bucket(k_sum)),)
     elif q_on.size:  # decode groups by path and width, as `rank_shape` keeps them
         code = p_on.astype(np.int64) << 32 | q_on
         kinds, inverse, n_kind = np.unique(code, return_inverse=True, return_counts=True)
         b = buckets(np.bincount(inverse, weights=k[dec].astype(np.float64)).astype(np.float64))
         groups = tuple(
-            decode_group(kind >> 32 & 0xFF, kind & 0xFFFFFFFF, n, bucket)
-            for kind, n, bucket in zip(kinds.tolist(), n_kind.tolist(), b.tolist(), strict=True)
+            decode_group(kind >> 32 & 0xFF, kind & 0xFFFFFFFF, n, bk)
+            for kind, n, bk in zip(kinds.tolist(), n_kind.tolist(), b.tolist(), strict=True)
         )
     cq, ck, chunk_path = q[pre], k[pre], path[pre]
     samples = batch.samples_token
     smp = np.ones(cq.size, dtype=bool) if samples is None else samples[sel][pre]
-    new, context = _rounded_chunks(cq, ck)
-    columns = (chunk_path.tolist(), new.tolist(), context.tolist(), smp.tolist())
-    chunks = tuple(sorted(zip(*columns, strict=True)))
-    expand = (chunk_path == EXPAND) | (chunk_path == EXPAND_CHUNKED)
-    expanded = _rounded(np.array([float(ck[expand].sum())]))[0]
-    rows = float(q_on.sum()) + float(np.count_nonzero(smp))
-    return MixedShape(groups, chunks, tokens, float(expanded), rows)
+    if cq.size <= FEW_CHUNKS:
+        columns = ([0] * cq.size, chunk_path.tolist(), cq.tolist(), ck.tolist(), smp.tolist())
+        chunks, x, sampled = _few_chunks(1, *columns)
+    else:
+        on = np.zeros(cq.size, dtype=np.int64)  # every chunk on the one rank, at place 0
+        chunks, x, sampled = _many_chunks(1, [0], on, on, chunk_path, cq, ck, smp)
+    rows = float(q_on.sum()) + sampled[0]
+    return MixedShape(groups, tuple(sorted(chunks[0])), tokens, x[0], rows)
+
+
+def _rounded_chunk(q: int, k: int) -> tuple[float, float]:
+    """`_rounded_chunks` of one chunk (`q` new tokens, `k` context) in scalar arithmetic: the
+    same buckets and centres, the same sum."""
+    fine = CHUNK_BUCKETS_PER_OCTAVE
+    new = centre(bucket(float(q), fine), fine)
+    prefix = float(k - q)
+    return new, new + (centre(bucket(prefix, fine), fine) if prefix > 0 else prefix)
 
 
 def _rounded_chunks(

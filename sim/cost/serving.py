@@ -17,7 +17,7 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.cost.batch import BatchShape, StepCost, all_equal
+from sim.cost.batch import BatchShape, StepCost, all_equal, distinct
 from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.comm_ops import CommLoad, comm_loads
 from sim.cost.decode_sums import DecodeSums, decode_sums
@@ -320,9 +320,9 @@ class ServingCostModel:
         if rs is not None and uniform is not None:  # shaped together, vectorised
             table = self._decode_table
             slots, _ = table.lookup(n_r[rs], *uniform, batch.size)
-            kinds, at = np.unique(slots, return_inverse=True)
+            kinds, at = distinct(slots)
             index[rs] = at + len(shapes)
-            shapes += [table.shapes[i] for i in kinds.tolist()]
+            shapes += [table.shapes[i] for i in kinds]
         for r in alone:  # ranks with prefill chunks (and mixed decode widths): one at a time
             sel = rank == r
             q, k, dec = batch.new_tokens[sel], batch.kv_tokens[sel], batch.is_decode[sel]

@@ -23,7 +23,7 @@ def test_grouped_paths_equal_each_batch_decided_alone(policy: str, sparse: bool)
     rng = np.random.default_rng(11)
     seen: set[int] = set()
     for _ in range(40):
-        n = int(rng.integers(1, 30))
+        n = int(rng.integers(1, 60))  # extend segments up to FEW_EXTENDS and beyond
         groups = rng.integers(0, 6, n)
         q = rng.integers(1, 6000, n)
         # prefixes: none, short, around SGLang's chunked-prefix threshold, long

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from sim.cost.memo import buckets, centre, centres
+from sim.cost.memo import FEW_VALUES, bucket, buckets, centre, centres
 
 
 @pytest.mark.parametrize("per_octave", [16, 64])
@@ -20,6 +20,9 @@ def test_buckets_of_token_counts_are_the_scalar_rounding(per_octave: int) -> Non
     ).astype(np.float64)
     want = [round(math.log2(v) * per_octave) for v in x.tolist()]
     assert buckets(x, per_octave).tolist() == want
+    assert [bucket(v, per_octave) for v in x.tolist()] == want
+    few = [buckets(x[i : i + FEW_VALUES], per_octave) for i in range(0, 4000, FEW_VALUES)]
+    assert np.concatenate(few).tolist() == want[:4000]  # a few at a time: one by one
 
 
 def test_buckets_step_up_at_each_edge_and_never_fall() -> None:
@@ -37,6 +40,7 @@ def test_centres_are_the_scalar_powers_of_two(per_octave: int) -> None:
     b = np.arange(-2000, 4000)
     want = [2.0 ** (k / per_octave) for k in b.tolist()]
     assert centres(b, per_octave).tolist() == want
+    assert [centre(k, per_octave) for k in b.tolist()] == want
     if per_octave == 16:
         assert [centre(k) for k in b.tolist()] == want
     assert np.array_equal(buckets(centres(b, per_octave), per_octave), b)

@@ -15,11 +15,13 @@ from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 
 
-def batch(rng: np.random.Generator, ranks: int, mixed_widths: bool) -> BatchShape:
-    """Decode requests (width 1, or 1-3 when `mixed_widths`) and 1-3 prompt chunks on each rank,
-    some after a cached prefix, some completing their prompt."""
+def batch(
+    rng: np.random.Generator, ranks: int, mixed_widths: bool, max_chunks: int = 3
+) -> BatchShape:
+    """Decode requests (width 1, or 1-3 when `mixed_widths`) and 1 to `max_chunks` prompt
+    chunks on each rank, some after a cached prefix, some completing their prompt."""
     decode = rng.integers(0, 30, ranks)
-    chunks = rng.integers(1, 4, ranks)
+    chunks = rng.integers(1, max_chunks + 1, ranks)
     d_rank, c_rank = np.repeat(np.arange(ranks), decode), np.repeat(np.arange(ranks), chunks)
     width = rng.integers(1, 4, d_rank.size) if mixed_widths else np.ones(d_rank.size, np.int64)
     chunk_q = rng.integers(16, 9000, c_rank.size)
@@ -57,7 +59,8 @@ def test_one_ranks_shape_is_the_shape_the_many_rank_path_gives_it(policy: str, m
     )
     rng = np.random.default_rng(5)
     for trial in range(8):
-        b = batch(rng, 4, mixed_widths=trial % 2 == 1)
+        # a few chunks (rounded one at a time) or more than FEW_CHUNKS (rounded as arrays)
+        b = batch(rng, 4, mixed_widths=trial % 2 == 1, max_chunks=3 if trial < 4 else 40)
         tokens_r = np.bincount(b.rank, weights=b.new_tokens, minlength=4)
         everyone = mixed_shapes(b, np.ones(4, bool), [0, 1, 2, 3], cost._paths, tokens_r)
         for r in range(4):
