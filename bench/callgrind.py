@@ -1,0 +1,61 @@
+"""Instructions a benchmark's parts execute, counted by valgrind's callgrind.
+
+CPU time on a shared machine moves by 20-30% between runs of the same code, more than most
+single optimisations gain. The instructions a run executes barely move (a few parts in ten
+thousand between runs: hash seeds are fixed, the allocator's paths vary a little), so two
+versions compare in one run each, whatever the machine's load. Callgrind runs the program
+about 50 times slower: a bench offers it as an option, never by default.
+
+A benchmark runs its timed parts in a child process under callgrind, calling `mark()` before
+each part and once after the last. Callgrind dumps its counters each time `mark`'s C function
+(`os.getppid`, which the simulator never calls) is entered: dump k + 1 holds part k.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_MARK_FUNCTION = "os_getppid"  # CPython's C function behind os.getppid
+_TOTAL = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
+
+
+def available() -> bool:
+    """Whether valgrind is installed."""
+    return shutil.which("valgrind") is not None
+
+
+def mark() -> None:
+    """Where callgrind dumps its counters: call before each part and after the last."""
+    os.getppid()
+
+
+def count(argv: list[str], parts: int) -> list[int]:
+    """Instructions of each of the `parts` parts that `python argv...` marks (`mark`), run
+    under callgrind; RuntimeError when it fails or marks fewer parts."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        cmd = [
+            "valgrind", "--tool=callgrind", f"--dump-before={_MARK_FUNCTION}",
+            f"--callgrind-out-file={out}", sys.executable, *argv,
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"callgrind run failed ({done.returncode}): {done.stderr[-2000:]}")
+        counts = []
+        for k in range(parts):
+            dump = Path(f"{out}.{k + 2}")  # dump 1: start-up, before the first mark
+            found = _TOTAL.search(dump.read_text()) if dump.exists() else None
+            if found is None:
+                raise RuntimeError(
+                    f"callgrind wrote no counters for part {k + 1} of {parts} ({dump.name}): "
+                    f"does this Python's os.getppid run through {_MARK_FUNCTION}?"
+                )
+            counts.append(int(found.group(1)))
+        return counts
