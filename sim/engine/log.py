@@ -40,6 +40,12 @@ _PENDING_COLUMNS = (
     "accept_tokens", "kv_pages", "overlap_saved_s",
 )  # fmt: skip
 _FLUSH_STEPS = 256  # steps kept in lists before they are written to the columns
+_RECENT_ROWS = 8  # ops dicts whose rows the log keeps (`StepLog._recent_row`)
+# an ops dict's row: the dict, its launch figure, op names, columns, sources, source codes, seconds
+_Row = tuple[
+    dict[str, OpTime], float, tuple[str, ...], NDArray[np.int64], list[str], NDArray[np.int8],
+    list[float],
+]  # fmt: skip
 
 
 class StepRecord(NamedTuple):
@@ -110,6 +116,9 @@ class StepLog:
         # between a few (decode-only and mixed steps price different ops)
         self._cols_of: dict[tuple[str, ...], NDArray[np.int64]] = {}
         self._codes_of: dict[tuple[str, ...], NDArray[np.int8]] = {}
+        # the rows of the last few ops dicts (prices memoised whole recur: a one-rank unit's
+        # decode and chunk steps take turns), by the dict's id, each holding its dict
+        self._recent: dict[int, _Row] = {}
         self._written = 0  # rows written to the columns; rows up to n wait in the lists below
         self._pending: list[tuple[float, ...]] = []
         self._pending_batch: list[NDArray[np.int64]] = []
@@ -158,11 +167,28 @@ class StepLog:
         self._pending_batch.append(rec.batch_per_rank)
         self._pending_own.append(cost.rank_own_s)
         if cost.ops is not self._last_ops or cost.launch_s != self._last_launch:
-            self._row(cost)  # else the previous step's ops (a price memoised whole): its row
+            self._recent_row(cost)  # else the previous step's ops (a price memoised whole)
         self._pending_ops.append((self._last_cols, self._last_codes, self._last_seconds))
         self.n += 1
         if len(self._pending) >= _FLUSH_STEPS:
             self._flush()
+
+    def _recent_row(self, cost: StepCost) -> None:
+        """The row of a step whose ops dict is one of the last few steps' (its row kept),
+        else built (`_row`); either becomes the last row."""
+        row = self._recent.get(id(cost.ops))
+        if row is None or row[0] is not cost.ops or row[1] != cost.launch_s:
+            self._row(cost)
+            if len(self._recent) >= _RECENT_ROWS:
+                del self._recent[next(iter(self._recent))]  # the oldest
+            self._recent[id(cost.ops)] = (
+                cost.ops, cost.launch_s, self._last_names, self._last_cols,
+                self._last_sources, self._last_codes, self._last_seconds,
+            )  # fmt: skip
+            return
+        _, self._last_launch, names, cols, sources, codes, seconds = row
+        self._last_ops, self._last_names, self._last_cols = cost.ops, names, cols
+        self._last_sources, self._last_codes, self._last_seconds = sources, codes, seconds
 
     def _row(self, cost: StepCost) -> None:
         """A step's op row: its seconds (launches apart), columns and source codes, kept as

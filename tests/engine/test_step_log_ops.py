@@ -53,3 +53,30 @@ def test_a_repeated_ops_dict_keeps_its_row_unless_the_launch_figure_changes() ->
     launch = log.op_names.index("kernel_launch")
     assert secs[:, attn].tolist() == [1.0, 1.0, 0.9, 0.9, 1.0]
     assert secs[:, launch].tolist() == [0.0, 0.0, 0.1, 0.1, 0.0]
+
+
+def test_rows_of_many_recurring_ops_dicts_stay_in_their_columns() -> None:
+    """More ops dicts recur than the log keeps rows of: the oldest rows go, and are built
+    again when their dicts come back."""
+    names = ["attn", "moe", "head", "prefill"]
+    dicts = [
+        {names[k % 4]: T(1.0 + k, "roofline"), names[(k + 1) % 4]: T(0.5 * k, f"src{k % 3}")}
+        for k in range(12)
+    ]
+    steps = [dicts[k % 12] for k in range(30)] + [dicts[3], dicts[1], dicts[3], dicts[11]]
+    log = StepLog(2, capacity=4)
+    for ops in steps:
+        log.append(record(ops))
+    secs = log.op_seconds
+    for i, ops in enumerate(steps):
+        got = {n: float(secs[i, log.op_names.index(n)]) for n in names}
+        assert got == {n: ops[n].seconds if n in ops else 0.0 for n in names}
+    want_src: dict[str, float] = {}
+    got_src: dict[str, float] = {}
+    for ops in steps:
+        for op in ops.values():
+            want_src[op.source] = want_src.get(op.source, 0.0) + op.seconds
+    for n in names:
+        for src, v in log.op_sources(n).items():
+            got_src[src] = got_src.get(src, 0.0) + v
+    assert {k: v for k, v in got_src.items() if v} == {k: v for k, v in want_src.items() if v}
