@@ -75,10 +75,12 @@ def fifo_admit(
     own empty queue, or a completion freeing one slot of a saturated rank); once at most
     `_WALK_RANKS` ranks admit more, the rest of their queues are walked (`_walk`: a round costs
     as much as walking a few requests).
-    With a reserve, each request's reserved pages depend on the request, and a loop over the
-    few requests a step admits reads Python ints, not arrays (`_walk`).
+    A unit of that few ranks (a tensor-parallel unit has one) walks its queues at once: a
+    round over one rank's head costs more than walking it. With a reserve, each request's
+    reserved pages depend on the request, and a loop over the few requests a step admits
+    reads Python ints, not arrays (`_walk`).
     """
-    if reserve is not None:
+    if reserve is not None or budget.free_pages.shape[0] <= _WALK_RANKS:
         return _walk(q, t, lo, ranks, budget, reserve)
     rounds = []
     while True:
