@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from sim.cost.batch import BatchShape, all_equal
 
 if TYPE_CHECKING:  # it uses these sums
-    from sim.cost.mixed_shape import Paths
+    from sim.cost.mixed_shape import DecodePath
 
 
 class DecodeSums(NamedTuple):
@@ -41,7 +41,9 @@ class DecodeSums(NamedTuple):
         return self.requests.astype(np.float64) * float(self.width)
 
 
-def decode_sums(batch: BatchShape, n_r: NDArray[np.int64], paths: Paths) -> DecodeSums | None:
+def decode_sums(
+    batch: BatchShape, n_r: NDArray[np.int64], decode_path: DecodePath
+) -> DecodeSums | None:
     """The decode side of a `batch` with both decode segments and chunks, its decode segments
     first, of one width and one path (`n_r`: its segments per rank); None for any other batch
     (the caller selects its segments as before)."""
@@ -52,11 +54,11 @@ def decode_sums(batch: BatchShape, n_r: NDArray[np.int64], paths: Paths) -> Deco
     q, k = batch.new_tokens[:n], batch.kv_tokens[:n]
     if not all_equal(q):
         return None
-    path = paths(q, k, dec[:n], None)
-    if not all_equal(path):
+    path = decode_path(q, k, dec[:n])
+    if path is None:
         return None
     rank, ranks = batch.rank, batch.num_ranks
     requests = n_r - np.bincount(rank[n:], minlength=ranks)  # the few chunks counted, not the rest
     # whole-token contexts: their float64 sums are exact, whatever the order
     kv_sum = np.bincount(rank[:n], weights=k, minlength=ranks).astype(np.float64, copy=False)
-    return DecodeSums(n=n, width=int(q[0]), path=int(path[0]), requests=requests, kv_sum=kv_sum)
+    return DecodeSums(n=n, width=int(q[0]), path=path, requests=requests, kv_sum=kv_sum)

@@ -187,6 +187,16 @@ def _vllm(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArray[
 
 # policies that decide each segment from its own q and k alone
 SEGMENT_WISE = frozenset({"vllm", "flops_optimal"})
+# policies that run every decode segment on one path, whatever its tokens and context
+FIXED_DECODE = frozenset({"sglang", "vllm"})
+
+
+def fixed_decode_path(policy: str, sparse: bool) -> int | None:
+    """The path `policy` gives every decode segment (MLA absorbed, sparse under DSA), or None
+    for a policy that decides each decode segment by its shape."""
+    if policy not in FIXED_DECODE:
+        return None
+    return SPARSE_ABSORB if sparse else ABSORB
 
 
 @register("flops_optimal")

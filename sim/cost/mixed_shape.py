@@ -43,6 +43,8 @@ Paths = Callable[
     [NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64] | None],
     NDArray[np.int8],
 ]
+# the one MLA path of decode segments (q, k, is_decode all true), or None where they differ
+DecodePath = Callable[[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]], int | None]
 
 
 class MixedShape(NamedTuple):

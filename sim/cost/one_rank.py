@@ -19,7 +19,7 @@ import numpy as np
 
 from sim.cost.batch import BatchShape, StepCost, all_equal
 from sim.cost.memo import BoundedCache
-from sim.cost.mixed_shape import Paths, mixed_shapes
+from sim.cost.mixed_shape import DecodePath, Paths, mixed_shapes
 from sim.cost.rank_shape import decode_signature
 
 _ONE_RANK = np.ones(1, dtype=bool)  # the unit's one rank, running chunks
@@ -27,10 +27,13 @@ _ONE_RANK = np.ones(1, dtype=bool)  # the unit's one rank, running chunks
 
 class OneRankSteps:
     """Whole step prices of a one-rank unit by the rank's shape (`paths`: the MLA path of
-    each segment; `chunk_shapes`: whether a rank with chunks is shaped as a `MixedShape`)."""
+    each segment; `decode_path`: the one path of decode segments, or None where they differ;
+    `chunk_shapes`: whether a rank with chunks is shaped as a `MixedShape`)."""
 
-    def __init__(self, paths: Paths, chunk_shapes: bool, max_entries: int) -> None:
-        self._paths, self._chunk_shapes = paths, chunk_shapes
+    def __init__(
+        self, paths: Paths, decode_path: DecodePath, chunk_shapes: bool, max_entries: int
+    ) -> None:
+        self._paths, self._decode_path, self._chunk_shapes = paths, decode_path, chunk_shapes
         self._steps: BoundedCache[Hashable, StepCost] = BoundedCache(max_entries)
 
     def __contains__(self, key: object) -> bool:
@@ -54,7 +57,7 @@ class OneRankSteps:
             return mixed_shapes(batch, _ONE_RANK, [0], self._paths, tokens)[0]
         if not all_equal(new):
             return None
-        paths = self._paths(new, batch.kv_tokens, dec, None)
-        if not all_equal(paths):
+        path = self._decode_path(new, batch.kv_tokens, dec)
+        if path is None:
             return None
-        return decode_signature(batch, int(new[0]), int(paths[0]))
+        return decode_signature(batch, int(new[0]), path)

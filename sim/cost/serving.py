@@ -21,7 +21,7 @@ from sim.cost.batch import BatchShape, StepCost, all_equal, distinct
 from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.comm_ops import CommLoad, comm_loads
 from sim.cost.decode_sums import DecodeSums, decode_sums
-from sim.cost.dispatch import Segments, choose_paths, choose_paths_grouped
+from sim.cost.dispatch import Segments, choose_paths, choose_paths_grouped, fixed_decode_path
 from sim.cost.layer_ops import RankContext, RankSegments, indexer_times_topk
 from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
@@ -82,6 +82,10 @@ class ServingCostModel:
         self.model, self.gpu, self.deployment = model, gpu, d
         self.memory = plan_memory(model, gpu, d)
         self.sparse = dsa_active(model, d)
+        # every decode segment's MLA path, where the policy fixes it (non-MLA models: path 0)
+        self._fixed_decode = (
+            fixed_decode_path(d.mla_policy, self.sparse) if model.attention == "mla" else 0
+        )
         fallback = attention_fallback = RooflineCost(gpu)
         self.overheads = engine_overheads(d)
         # what each roofline-priced kernel pays beyond its work, and its breakdown label: the
@@ -154,7 +158,9 @@ class ServingCostModel:
         # a one-rank unit's steps, whole, by their rank's shape (`sim.cost.one_rank`)
         self._one_rank: OneRankSteps | None = None
         if not d.two_batch_overlap and d.lm_head != "unit":
-            self._one_rank = OneRankSteps(self._paths, self._mixed is not None, RANK_MEMO_ENTRIES)
+            self._one_rank = OneRankSteps(
+                self._paths, self._decode_path, self._mixed is not None, RANK_MEMO_ENTRIES
+            )
 
     # -- memory facts the engine and results need ---------------------------------------------
     @property
@@ -197,7 +203,7 @@ class ServingCostModel:
         decode_only = np.count_nonzero(dec) == dec.shape[0]
         # a step with chunks: its decode side counted once, where it is one width and path
         # (one rank's arrays are short: selecting from them costs less than counting)
-        sums = None if decode_only or ranks == 1 else decode_sums(batch, n_r, self._paths)
+        sums = None if decode_only or ranks == 1 else decode_sums(batch, n_r, self._decode_path)
         one_width = sums is None and all_equal(new)
         if sums is not None:  # the decode tokens per rank, and the few chunks' added
             chunk_tokens = new[sums.n :].astype(np.float64)
@@ -273,11 +279,11 @@ class ServingCostModel:
         (nearly every decode step): (shapes, works, each rank's index into them, each rank's
         own seconds) from the decode table, as `_rank_shapes` and the memo would give them.
         None where the paths differ."""
-        paths = self._paths(batch.new_tokens, batch.kv_tokens, batch.is_decode)
-        if not all_equal(paths):
+        path = self._decode_path(batch.new_tokens, batch.kv_tokens, batch.is_decode)
+        if path is None:
             return None
         t = self._decode_table
-        return (t.shapes, t.works, *t.ranks(batch, n_r, int(batch.new_tokens[0]), int(paths[0])))
+        return (t.shapes, t.works, *t.ranks(batch, n_r, int(batch.new_tokens[0]), path))
 
     def _rank_shapes(
         self,
@@ -331,6 +337,17 @@ class ServingCostModel:
             shapes.append(rank_shape(q, k, dec, self._paths(q, k, dec), samples))
         index[n_r == 0] = len(shapes)
         return shapes, index
+
+    def _decode_path(
+        self, q: NDArray[np.int64], k: NDArray[np.int64], dec: NDArray[np.bool_]
+    ) -> int | None:
+        """The one MLA path of decode segments (`dec` all true), or None where they differ:
+        the policy's fixed decode path where it has one (`fixed_decode_path`), without an
+        array per segment."""
+        if self._fixed_decode is not None:
+            return self._fixed_decode
+        paths = self._paths(q, k, dec)
+        return int(paths[0]) if all_equal(paths) else None
 
     def _paths(
         self,

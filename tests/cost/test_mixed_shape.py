@@ -83,7 +83,7 @@ def test_a_counted_decode_side_shapes_ranks_as_selecting_their_segments_does(pol
     for trial in range(12):
         b = batch(rng, 4, mixed_widths=trial % 3 == 2)
         n_r = np.bincount(b.rank, minlength=4)
-        sums = decode_sums(b, n_r, cost._paths)
+        sums = decode_sums(b, n_r, cost._decode_path)
         if trial % 3 == 2:  # decode widths differ: nothing counted
             assert sums is None
             continue
@@ -93,7 +93,7 @@ def test_a_counted_decode_side_shapes_ranks_as_selecting_their_segments_does(pol
         for ranks in ([0, 1, 2, 3], [1, 3], [2]):  # the ranks with chunks
             mixed = np.isin(np.arange(4), ranks)
             step = segments(b, np.flatnonzero(b.is_decode | mixed[b.rank]))
-            step_sums = decode_sums(step, np.bincount(step.rank, minlength=4), cost._paths)
+            step_sums = decode_sums(step, np.bincount(step.rank, minlength=4), cost._decode_path)
             assert step_sums is not None
             tokens_r = np.bincount(step.rank, weights=step.new_tokens, minlength=4)
             selected = mixed_shapes(step, mixed, ranks, cost._paths, tokens_r)
@@ -111,11 +111,11 @@ def test_decode_sums_needs_the_decode_segments_first() -> None:
     )
     b = batch(np.random.default_rng(2), 4, mixed_widths=False)
     n_r = np.bincount(b.rank, minlength=4)
-    assert decode_sums(b, n_r, cost._paths) is not None
+    assert decode_sums(b, n_r, cost._decode_path) is not None
     flipped = segments(b, slice(None, None, -1))
-    assert decode_sums(flipped, n_r, cost._paths) is None
+    assert decode_sums(flipped, n_r, cost._decode_path) is None
     only = segments(b, np.flatnonzero(b.is_decode))
-    assert decode_sums(only, np.bincount(only.rank, minlength=4), cost._paths) is None
+    assert decode_sums(only, np.bincount(only.rank, minlength=4), cost._decode_path) is None
 
 
 @pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-v3.2"])
@@ -132,8 +132,8 @@ def test_a_step_is_priced_the_same_whatever_the_order_of_its_segments(model: str
         b = segments(b, b.is_decode | (trial % 2 == 0) | np.isin(b.rank, [1, 2]))
         last = segments(b, np.argsort(b.is_decode, kind="stable"))  # the chunks first
         n_r = np.bincount(b.rank, minlength=4)
-        assert decode_sums(b, n_r, cost._paths) is not None
-        assert decode_sums(last, n_r, cost._paths) is None
+        assert decode_sums(b, n_r, cost._decode_path) is not None
+        assert decode_sums(last, n_r, cost._decode_path) is None
         first, other = cost.step_cost(b), cost.step_cost(last)
         assert first.duration_s == other.duration_s
         assert first.rank_own_s.tolist() == other.rank_own_s.tolist()
