@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,9 +48,9 @@ from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
 
 
-@dataclass(frozen=True, kw_only=True)
-class CommLoad:
-    """Tokens that size one forward pass's communication.
+class CommLoad(NamedTuple):
+    """Tokens that size one forward pass's communication (a named tuple: a step's memo keys
+    hold three, hashed and compared in C).
 
     `rank_tokens`: the critical rank's tokens (the TP all-reduce of a pass priced as a unit:
     the MTP module's; a step's own is each rank's, `tp_allreduce`);
@@ -118,15 +119,12 @@ def comm_loads(
     decode side, where counted (`sim.cost.decode_sums`)."""
     dec = batch.is_decode
     decode_only = requests_r is not None or np.count_nonzero(dec) == dec.shape[0]
-    load = _load(tokens_r, crit, decode_only=decode_only)
     draft = extend = None
-    if not load.decode_only:
+    if decode_only:
+        load = _load(tokens_r, crit, decode_only=True)
+    else:
         dec_tokens = _tokens_per_rank(batch, dec) if sums is None else sums.tokens
-        load = replace(
-            load,
-            decode_sender_tokens=float(dec_tokens.max()),
-            decode_unit_tokens=float(dec_tokens.sum()),
-        )
+        load = _load(tokens_r, crit, decode_only=False, decode_tokens_r=dec_tokens)
         if mtp:
             extend = _load(tokens_r - dec_tokens, crit, decode_only=False)
     if mtp and requests_r is not None:
@@ -153,10 +151,9 @@ def micro_batch_loads(
     dec_r = _tokens_per_rank(batch, dec) if mixed else np.zeros(batch.num_ranks)
     loads = []
     for share in (np.where(whole, 0.0, 0.5), np.where(whole, 1.0, 0.5)):
-        load = _load(tokens_r * share, crit, decode_only=not mixed)
-        part = dec_r * share
-        sender, unit = float(part.max()), float(part.sum())
-        loads.append(replace(load, decode_sender_tokens=sender, decode_unit_tokens=unit))
+        loads.append(
+            _load(tokens_r * share, crit, decode_only=not mixed, decode_tokens_r=dec_r * share)
+        )
     return loads[0], loads[1]
 
 
@@ -165,12 +162,26 @@ def _tokens_per_rank(batch: BatchShape, sel: np.ndarray) -> np.ndarray:
     return np.bincount(batch.rank[sel], weights=weights, minlength=batch.num_ranks)
 
 
-def _load(tokens_r: np.ndarray, crit: int, *, decode_only: bool) -> CommLoad:
+def _load(
+    tokens_r: np.ndarray,
+    crit: int,
+    *,
+    decode_only: bool,
+    decode_tokens_r: np.ndarray | None = None,
+) -> CommLoad:
+    """The load of `tokens_r` tokens per rank (`crit`: the critical rank), and of its decode
+    tokens per rank where given (a mixed step's)."""
+    if decode_tokens_r is None:
+        sender = unit = 0.0
+    else:
+        sender, unit = float(decode_tokens_r.max()), float(decode_tokens_r.sum())
     return CommLoad(
         rank_tokens=float(tokens_r[crit]),
         sender_tokens=float(tokens_r.max()),
         unit_tokens=float(tokens_r.sum()),
         decode_only=decode_only,
+        decode_sender_tokens=sender,
+        decode_unit_tokens=unit,
     )
 
 
