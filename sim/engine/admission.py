@@ -144,10 +144,16 @@ def _walk(
     if not ids:
         return _NONE, _NONE, _NONE, _NONE
     q.drop_fronts([r + lo for r in touched], counts)
-    at = np.array(touched, dtype=np.int64)  # an index array: numpy indexes by lists slowly
-    budget.free_pages[at] = np.array([free[r] for r in touched], dtype=np.int64)
-    budget.free_slots[at] = np.array([slots[r] for r in touched], dtype=np.int64)
-    budget.prefill_tokens[at] = np.array([left[r] for r in touched], dtype=np.int64)
+    if len(touched) == 1:  # one rank (a tensor-parallel unit's): scalar writes
+        r = touched[0]
+        budget.free_pages[r], budget.free_slots[r], budget.prefill_tokens[r] = (
+            free[r], slots[r], left[r]
+        )  # fmt: skip
+    else:
+        at = np.array(touched, dtype=np.int64)  # an index array: numpy indexes by lists slowly
+        budget.free_pages[at] = np.array([free[r] for r in touched], dtype=np.int64)
+        budget.free_slots[at] = np.array([slots[r] for r in touched], dtype=np.int64)
+        budget.prefill_tokens[at] = np.array([left[r] for r in touched], dtype=np.int64)
     return (np.array(ids, dtype=np.int64), np.array(on, dtype=np.int64),
             np.array(pages, dtype=np.int64), np.array(chunks, dtype=np.int64))  # fmt: skip
 

@@ -8,6 +8,8 @@ from sim.engine.requests import EngineError, IntArray
 
 _NONE = np.zeros(0, dtype=np.int64)
 _NONE.flags.writeable = False
+_RANK_ZERO = np.zeros(1, dtype=np.int64)  # a one-rank unit's rank 0, overflowing
+_RANK_ZERO.flags.writeable = False
 
 
 class KvPages:
@@ -58,6 +60,14 @@ class KvPages:
     def grow(self, lo: int, num: int, ranks: IntArray, pages: IntArray) -> IntArray:
         """Add `pages[i]` to rank lo + `ranks[i]` unless a rank of lo .. lo + num - 1 would
         overflow: then change nothing and return those ranks (relative to lo), else none."""
+        if num == 1:  # one rank (a tensor-parallel unit's): scalar arithmetic
+            top = int(self.used[lo]) + int(pages.sum())
+            if top > self.capacity_pages:
+                return _RANK_ZERO
+            self.used[lo] = top
+            if top > self.peak_pages:
+                self.peak_pages = top
+            return _NONE
         seg = self.used[lo : lo + num]
         after = seg.copy()
         np.add.at(after, ranks, pages)

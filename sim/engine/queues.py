@@ -180,6 +180,9 @@ class RankQueues:
         """Drop the first counts[k] entries of rank ranks[k] (ranks distinct): admitted."""
         if not ranks:
             return
+        if len(ranks) == 1:  # one rank (a tensor-parallel unit's): scalar reads and writes
+            self._drop_front(ranks[0], counts[0])
+            return
         at = np.array(ranks, dtype=np.int64)  # numpy converts a list index far more slowly
         slot, empty = self._slot, self.EMPTY
         freed: list[int] = []
@@ -214,6 +217,32 @@ class RankQueues:
         chain = np.array(first, dtype=np.int64)
         self._first[at] = chain
         self._last[at[chain == _NO_SLOT]] = _NO_SLOT
+        if freed:
+            self._give_slots(np.array(freed, dtype=np.int64))
+
+    def _drop_front(self, r: int, k: int) -> None:
+        """`drop_fronts` of the first k entries of rank r alone."""
+        slot = self._slot
+        gone, s = int(self.head_pages[r]), int(self._first[r])
+        freed: list[int] = []
+        for _ in range(k - 1):  # the head, then the k - 1 entries behind it
+            gone += int(slot[1, s])
+            freed.append(s)
+            s = int(slot[3, s])
+        self.length[r] -= k
+        self.queued_pages[r] -= gone
+        if s == _NO_SLOT:  # emptied
+            self.head_ids[r], self.head_pages[r], self.head_tokens[r] = -1, self.EMPTY, 0
+            nxt = _NO_SLOT
+        else:  # the next entry becomes the head
+            self.head_ids[r], self.head_pages[r], self.head_tokens[r] = (
+                int(slot[0, s]), int(slot[1, s]), int(slot[2, s])
+            )  # fmt: skip
+            nxt = int(slot[3, s])
+            freed.append(s)
+        self._first[r] = nxt
+        if nxt == _NO_SLOT:
+            self._last[r] = _NO_SLOT
         if freed:
             self._give_slots(np.array(freed, dtype=np.int64))
 

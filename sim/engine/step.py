@@ -149,5 +149,5 @@ def apply_step(
         prefill_tokens=int(plan.chunks.sum()) if plan.chunks.shape[0] else 0,
         output_tokens=out_tokens,
         accept_tokens=accept,
-        kv_pages=int(pool.kv.used[lo : lo + R].sum()),
+        kv_pages=int(pool.kv.used[lo]) if R == 1 else int(pool.kv.used[lo : lo + R].sum()),
     )
