@@ -47,8 +47,11 @@ class KvPages:
 
     def take(self, ranks: IntArray, pages: IntArray) -> None:
         """Add `pages[i]` to rank `ranks[i]` (pages may be negative for shrinking requests)."""
-        np.add.at(self.used, ranks, pages)
-        top = int(self.used.max()) if self.used.size else 0
+        if self.used.shape[0] == 1:  # one rank (a tensor-parallel pool's): a scalar sum
+            top = self.used[0] = int(self.used[0]) + int(pages.sum())
+        else:
+            np.add.at(self.used, ranks, pages)
+            top = int(self.used.max()) if self.used.size else 0
         if top > self.peak_pages:
             self.peak_pages = top
         if top > self.capacity_pages:
@@ -80,6 +83,9 @@ class KvPages:
         return _NONE
 
     def give(self, ranks: IntArray, pages: IntArray) -> None:
-        np.subtract.at(self.used, ranks, pages)
+        if self.used.shape[0] == 1:  # one rank (a tensor-parallel pool's): a scalar sum
+            self.used[0] = int(self.used[0]) - int(pages.sum())
+        else:
+            np.subtract.at(self.used, ranks, pages)
         if self.used.size and int(self.used.min()) < 0:
             raise EngineError(f"rank {int(np.argmin(self.used))} freed more KV pages than it held")

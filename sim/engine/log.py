@@ -68,6 +68,8 @@ def rank_imbalance(rank_own_s: NDArray[np.float64]) -> float:
     `x.sum() / x.size` is the same pairwise sum and the same division `np.mean` performs.
     """
     x, n = rank_own_s, rank_own_s.size
+    if n == 1:  # one rank (a tensor-parallel unit): its max over its mean, x / x
+        return 1.0
     if x.dtype != np.float64:  # np.mean accumulates other dtypes differently
         mean = float(x.mean()) if n else 0.0
     else:

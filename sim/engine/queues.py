@@ -26,6 +26,9 @@ from sim.engine.requests import IntArray
 
 Entry = tuple[int, int, int]  # (request id, KV pages needed, prefill tokens to compute)
 _NO_SLOT = -1
+# `admissible` of a one-rank unit: its rank 0, or none (read-only)
+_RANK_ZERO, _NO_RANKS = np.zeros(1, dtype=np.intp), np.zeros(0, dtype=np.intp)
+_RANK_ZERO.flags.writeable = _NO_RANKS.flags.writeable = False
 
 
 class RankQueues:
@@ -85,6 +88,13 @@ class RankQueues:
         """Queue entry (ids[k], pages[k], tokens[k]) at the back of rank ranks[k], in order."""
         n = ranks.shape[0]
         if not n:
+            return
+        if n == 1 and not self.length[int(ranks[0])]:  # one arrival on an empty queue
+            at, pg = int(ranks[0]), int(pages[0])
+            self.head_ids[at], self.head_pages[at], self.head_tokens[at] = (
+                int(ids[0]), pg, int(tokens[0])
+            )  # fmt: skip
+            self.length[at], self.queued_pages[at] = 1, pg
             return
         was_empty = self.length[ranks] == 0
         if np.count_nonzero(was_empty) == n and int(
@@ -255,6 +265,9 @@ class RankQueues:
 
     def admissible(self, lo: int, hi: int, free_pages: IntArray, free_slots: IntArray) -> IntArray:
         """Ranks in [lo, hi) whose first request fits now (as indices relative to lo)."""
+        if hi - lo == 1:  # one rank (a tensor-parallel unit's): scalar reads
+            fits = self.head_pages[lo] <= free_pages[0] and free_slots[0] > 0
+            return _RANK_ZERO if fits else _NO_RANKS
         head = self.head_pages[lo:hi]
         return ((head <= free_pages) & (free_slots > 0)).nonzero()[0]
 

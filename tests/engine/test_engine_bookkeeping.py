@@ -23,6 +23,9 @@ from tests.engine.fixed_cost import FixedCost, requests, run_trace
         np.zeros(0),
         np.array([0.0, 0.0, 3e-4]),
         np.random.default_rng(2).random(33).astype(np.float32),
+        np.array([3e-4]),  # one rank (a tensor-parallel unit)
+        np.array([0.1234567891234]),
+        np.zeros(1),
     ],
 )
 def test_log_imbalance_is_the_step_costs_own(x: np.ndarray) -> None:
@@ -45,6 +48,16 @@ def test_kv_grow_is_all_or_nothing() -> None:
     assert full.tolist() == [0] and kv.used.tolist() == [0, 0, 9, 4]
     assert kv.grow(2, 2, np.array([0, 1, 1]), np.array([1, 2, 3])).size == 0
     assert kv.used.tolist() == [0, 0, 10, 9] and kv.peak_pages == 10
+
+
+def test_a_one_rank_units_kv_grow_is_all_or_nothing() -> None:
+    """A unit of one rank grows in scalar arithmetic: the same all-or-nothing answer."""
+    kv = KvPages(3, capacity_tokens=100, page_tokens=10, state_tokens=0)  # 10 pages a rank
+    kv.take(np.array([1]), np.array([7]))
+    full = kv.grow(1, 1, np.array([0, 0]), np.array([2, 2]))  # rank 1 would hold 11
+    assert full.tolist() == [0] and kv.used.tolist() == [0, 7, 0] and kv.peak_pages == 7
+    assert kv.grow(1, 1, np.array([0, 0, 0]), np.array([1, 1, 1])).size == 0
+    assert kv.used.tolist() == [0, 10, 0] and kv.peak_pages == 10
 
 
 def _table(n: int) -> RequestTable:
