@@ -47,6 +47,10 @@ from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
 from sim.specs.model import ModelSpec
 
+# a 1-D array's max and sum, as ndarray.max / ndarray.sum compute them (the same reductions)
+# without their Python-level wrappers: a step sizes three loads
+_MAX, _SUM = np.maximum.reduce, np.add.reduce
+
 
 class CommLoad(NamedTuple):
     """Tokens that size one forward pass's communication (a named tuple: a step's memo keys
@@ -174,11 +178,11 @@ def _load(
     if decode_tokens_r is None:
         sender = unit = 0.0
     else:
-        sender, unit = float(decode_tokens_r.max()), float(decode_tokens_r.sum())
+        sender, unit = float(_MAX(decode_tokens_r)), float(_SUM(decode_tokens_r))
     return CommLoad(
         rank_tokens=float(tokens_r[crit]),
-        sender_tokens=float(tokens_r.max()),
-        unit_tokens=float(tokens_r.sum()),
+        sender_tokens=float(_MAX(tokens_r)),
+        unit_tokens=float(_SUM(tokens_r)),
         decode_only=decode_only,
         decode_sender_tokens=sender,
         decode_unit_tokens=unit,

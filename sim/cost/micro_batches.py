@@ -32,12 +32,12 @@ def split_in_two(s: RankSegments) -> tuple[RankSegments, RankSegments]:
     halved by context order (the first takes the odd one out); a batch with prompt chunks
     lists its chunks first, then its decode requests (SGLang's mixed batch appends the running
     requests to the new ones), and is split by the balanced-sum rule."""
-    dec = np.flatnonzero(s.is_decode)
+    dec = s.is_decode.nonzero()[0]
     dec = dec[np.argsort(s.k[dec], kind="stable")]
     sampled = np.ones(len(s.q), dtype=bool) if s.samples is None else s.samples
     if len(dec) == len(s.q):
         return _take(s, dec[0::2], sampled), _take(s, dec[1::2], sampled)
-    order = np.concatenate([np.flatnonzero(~s.is_decode), dec])
+    order = np.concatenate([(~s.is_decode).nonzero()[0], dec])
     lens = s.q[order]
     cum = np.cumsum(lens)
     total = float(cum[-1])

@@ -92,10 +92,10 @@ def mixed_shapes(
     if len(ranks) == 1:
         return [_one_rank(batch, mixed, ranks[0], paths, float(tokens_r[ranks[0]]))]
     rank, q, k, dec = batch.rank, batch.new_tokens, batch.kv_tokens, batch.is_decode
-    on = np.flatnonzero(dec & mixed[rank])  # the mixed ranks' decode segments, selected once
+    on = (dec & mixed[rank]).nonzero()[0]  # the mixed ranks' decode segments, selected once
     r_on, q_on, k_on_int = rank[on], q[on], k[on]
     decode_path = paths(q_on, k_on_int, np.ones(on.shape[0], dtype=bool), None)
-    pre = np.flatnonzero(~dec)
+    pre = (~dec).nonzero()[0]
     pos = np.full(batch.num_ranks, -1, dtype=np.int64)
     pos[ranks] = np.arange(len(ranks))
     chunk_path = paths(q[pre], k[pre], dec[pre], pos[rank[pre]])  # each rank's an extend batch
@@ -106,7 +106,7 @@ def mixed_shapes(
         width, path = int(q_on[0]), int(decode_path[0])
         if (q_on == width).all() and (decode_path == path).all():  # one group per rank
             count = np.bincount(r_on, minlength=m)[ranks]
-            busy = np.flatnonzero(count)
+            busy = count.nonzero()[0]
             k_sum = np.bincount(r_on, weights=k_on, minlength=m)[ranks][busy]
             per_rank = (busy.tolist(), count[busy].tolist(), buckets(k_sum.astype(np.float64)))
             for i, n, bk in zip(per_rank[0], per_rank[1], per_rank[2].tolist(), strict=True):
@@ -139,7 +139,7 @@ def _from_sums(
     chunk_path = paths(q[pre], k[pre], dec[pre], pos[rank[pre]])  # each rank's an extend batch
     groups: list[list[DecodeGroup]] = [[] for _ in ranks]
     count = sums.requests[ranks]
-    busy = np.flatnonzero(count)
+    busy = count.nonzero()[0]
     per_rank = (busy.tolist(), count[busy].tolist(), buckets(sums.kv_sum[ranks][busy]).tolist())
     for i, n, b in zip(*per_rank, strict=True):
         groups[i].append(decode_group(sums.path, sums.width, n, b))

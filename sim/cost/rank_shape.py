@@ -55,7 +55,7 @@ def rank_shape(
     """The shape of one rank's segments (new tokens, contexts, decode flags, MLA paths, and
     which segments sample; None: all)."""
     groups: list[DecodeGroup] = []
-    dec = np.flatnonzero(is_decode)
+    dec = is_decode.nonzero()[0]
     if dec.size:
         code = path[dec].astype(np.int64) << 32 | q[dec]
         kinds, inverse = np.unique(code, return_inverse=True)
@@ -64,7 +64,7 @@ def rank_shape(
         columns = (kinds.tolist(), n.tolist(), buckets(sum_k).tolist())
         for kind, count, b in zip(*columns, strict=True):
             groups.append((kind >> 32, kind & 0xFFFFFFFF, count, b))
-    pre = np.flatnonzero(~is_decode)
+    pre = (~is_decode).nonzero()[0]
     chunks: list[Chunk] = []
     if pre.size:
         smp = np.ones(pre.size, dtype=bool) if samples is None else samples[pre]
@@ -122,7 +122,7 @@ class DecodeTable(Generic[W]):
         ranks = batch.num_ranks
         if ranks == 1:
             return self._one_rank(batch, width, path)
-        busy = np.flatnonzero(n_r)
+        busy = n_r.nonzero()[0]
         # whole-token contexts: their float64 sums are exact, whatever the order
         kv_sum = np.bincount(batch.rank, weights=batch.kv_tokens, minlength=ranks)[busy].astype(
             np.float64, copy=False
@@ -167,7 +167,7 @@ class DecodeTable(Generic[W]):
         b = buckets(kv_sum_r)
         head = (path << _WIDTH_BITS | width) << (_COUNT_BITS + _BUCKET_BITS)
         sig = (n_r.astype(np.int64) << _BUCKET_BITS) | (b + (_BUCKET_OFFSET + head))
-        pos = np.searchsorted(self._keys, sig)
+        pos = self._keys.searchsorted(sig)
         known = self._keys.shape[0]
         hit: NDArray[np.bool_] = np.zeros(sig.shape[0], dtype=bool)
         if known:
@@ -178,7 +178,7 @@ class DecodeTable(Generic[W]):
                 self._clear()  # and every rank of this step is new again
                 miss[:] = True
             self._add(sig[miss], n_r[miss], b[miss], width, path)
-            pos = np.searchsorted(self._keys, sig)
+            pos = self._keys.searchsorted(sig)
         slots = self._at[pos]
         return slots, self._seconds[slots]
 

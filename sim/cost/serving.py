@@ -233,7 +233,7 @@ class ServingCostModel:
             works = priced
             totals = np.asarray([w.seconds for w in works] + [0.0])
             rank_s = totals[index]  # idle ranks index the trailing 0
-        crit = int(np.argmax(rank_s))
+        crit = int(rank_s.argmax())
         crit_work = works[int(index[crit])]
         mtp = self.deployment.mtp_draft_tokens > 0
         # a decode-only step's requests per rank are its decode requests: counted once
@@ -301,8 +301,8 @@ class ServingCostModel:
         counted (`sim.cost.decode_sums`)."""
         ranks, rank = batch.num_ranks, batch.rank
         shapes: list[Shape] = []
-        index = np.full(ranks, 0, dtype=np.intp)
-        alone = np.flatnonzero(mixed).tolist()
+        index = np.zeros(ranks, dtype=np.intp)
+        alone = mixed.nonzero()[0].tolist()
         everyone = not alone  # a decode-only step: no segment to select
         if alone and self._mixed is not None:
             shapes = list(mixed_shapes(batch, mixed, alone, self._paths, tokens_r, sums))
@@ -310,7 +310,7 @@ class ServingCostModel:
             alone = []
         # decode-only ranks of one width and path: (their context sums, the width, the path)
         uniform: tuple[NDArray[np.float64], int, int] | None = None
-        rs = np.flatnonzero(busy_decode) if np.count_nonzero(busy_decode) else None
+        rs = busy_decode.nonzero()[0] if np.count_nonzero(busy_decode) else None
         if rs is not None and sums is not None and not alone:  # from the counted decode side
             uniform = (sums.kv_sum[rs], sums.width, sums.path)
         elif rs is not None:

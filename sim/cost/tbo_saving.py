@@ -98,7 +98,7 @@ class TboSaving:
         else:
             has_prefill = np.zeros(batch.num_ranks, dtype=bool)
             has_prefill[batch.rank[~batch.is_decode]] = True
-            candidates = np.flatnonzero(split & has_prefill).tolist()
+            candidates = (split & has_prefill).nonzero()[0].tolist()
             if (split & ~has_prefill).any():
                 candidates.append(int(np.argmax(np.where(split & ~has_prefill, rank_s, -1.0))))
         # a part is less work than its whole rank, so costs no more (pricing is monotone in
