@@ -51,6 +51,8 @@ from sim.specs.profile import Profile
 # from growing without end
 RANK_MEMO_ENTRIES = 50_000
 UNIT_MEMO_ENTRIES = 50_000
+Ops = dict[str, OpTime]
+_Merged = tuple[Ops, Ops, Ops, float]  # a rank's ops, the unit's, the two merged, their total
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,9 @@ class ServingCostModel:
         )
         self._unit_memo: BoundedCache[tuple[object, ...], dict[str, OpTime]]
         self._unit_memo = BoundedCache(UNIT_MEMO_ENTRIES)
+        # a step's ops (its critical rank's, then the unit-wide ones) and their total, by the
+        # two memoised dicts they merge (`_merged`)
+        self._merges: BoundedCache[tuple[int, int], _Merged] = BoundedCache(RANK_MEMO_ENTRIES)
         # ranks with prompt chunks: priced from memoised parts where the work splits into them
         self._mixed = MixedRanks(self.pricer, self.ctx, d, gpu) if separable(self.ctx) else None
         self._tbo = TboSaving(
@@ -244,10 +249,12 @@ class ServingCostModel:
         )
         assert load is not None
         unit_ops = self._unit_ops(load, draft, extend)
-        ops = {**crit_work.ops, **unit_ops}
         if self.deployment.lm_head == "unit":
+            ops = {**crit_work.ops, **unit_ops}
             ops.update(unit_head_ops(self.pricer, self.ctx, self.deployment, self.gpu, batch))
-        duration = total_seconds(ops)
+            duration = total_seconds(ops)
+        else:
+            ops, duration = self._merged(crit_work.ops, unit_ops)
         saved = 0.0
         # SGLang splits a step into two micro-batches only when every busy DP rank runs the same
         # forward mode: all extend (a prefill chunk, decode requests alongside or not) or all
@@ -381,6 +388,20 @@ class ServingCostModel:
 
     def _rank_ops(self, s: RankSegments) -> dict[str, OpTime]:
         return rank_ops(self.pricer, self.ctx, self.deployment, self.gpu, s, self._pieces.get)
+
+    def _merged(self, rank_ops: Ops, unit_ops: Ops) -> tuple[Ops, float]:
+        """`rank_ops` then `unit_ops` in one dict, with its seconds summed: kept by the two
+        dicts' identities (both memoised, so steps repeat them: a rank's work and a rounded
+        load recur), each entry holding both so that no other dict can take their ids. The
+        same dict each time also lets the step log reuse its row. Callers must not change it."""
+        key = (id(rank_ops), id(unit_ops))
+        found = self._merges.find(key)
+        if found is not None and found[0] is rank_ops and found[1] is unit_ops:
+            return found[2], found[3]
+        ops = {**rank_ops, **unit_ops}
+        duration = total_seconds(ops)
+        self._merges.put(key, (rank_ops, unit_ops, ops, duration))
+        return ops, duration
 
     def _unit_ops(
         self, load: CommLoad, draft: CommLoad | None, extend: CommLoad | None

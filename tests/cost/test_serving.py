@@ -223,3 +223,17 @@ def test_gqa_and_kda_cores_use_the_attention_efficiency() -> None:
     kda = Kda(heads=1, batch=1, tokens=flops / 4, head_dim=1, state_bytes_per_elem=1)
     t = cm.pricer.price(kda)
     assert t.seconds == pytest.approx(flops / (peak * 0.25) + launch, rel=1e-9)
+
+
+def test_a_repeated_step_shares_its_merged_ops_and_prices_them_as_anew() -> None:
+    """A step whose critical rank's work and unit-wide ops repeat gets the same ops dict
+    back (what lets the step log reuse its row), at the price a fresh model gives it."""
+    cm = ServingCostModel(V3, H800, dp(), H800_PUB)
+    first = cm.step_cost(decode_batch(16, 64, 2048))
+    again = cm.step_cost(decode_batch(16, 64, 2048))
+    fresh = ServingCostModel(V3, H800, dp(), H800_PUB).step_cost(decode_batch(16, 64, 2048))
+    assert again.ops is first.ops
+    assert again.duration_s == first.duration_s == fresh.duration_s
+    assert again.ops == fresh.ops and list(again.ops) == list(fresh.ops)
+    other = cm.step_cost(decode_batch(16, 32, 4096))
+    assert other.ops is not first.ops
