@@ -83,6 +83,7 @@ W = TypeVar("W", bound=_Priced)
 # a uniform decode rank's signature, one int64: path, width, requests, context-sum bucket
 _BUCKET_BITS, _COUNT_BITS, _WIDTH_BITS = 24, 24, 8
 _BUCKET_OFFSET = 1 << (_BUCKET_BITS - 1)  # buckets of sums below 1 are negative
+FEW_RANKS = 16  # a step of at most this many decode ranks finds their slots in a dict
 
 
 class DecodeTable(Generic[W]):
@@ -109,6 +110,7 @@ class DecodeTable(Generic[W]):
         self._seconds = np.zeros(0)  # by slot
         # a one-rank step's slot by (path, width, requests, context-sum bucket)
         self._one: dict[tuple[int, int, int, int], int] = {}
+        self._slot_of: dict[int, int] = {}  # each signature's slot, for a step of few ranks
 
     def __len__(self) -> int:
         return len(self.works)
@@ -164,8 +166,17 @@ class DecodeTable(Generic[W]):
         if total >= 1 << _COUNT_BITS:  # so is every rank's count
             raise ValueError(f"{total} decode requests: a rank's count is outside the signature")
         # every finite float's bucket is within +-16 x 1,075 (2^-1074 to 2^1024): inside
-        b = buckets(kv_sum_r)
         head = (path << _WIDTH_BITS | width) << (_COUNT_BITS + _BUCKET_BITS)
+        if n_r.shape[0] <= FEW_RANKS:  # signatures in Python ints, slots from a dict
+            rest = _BUCKET_OFFSET + head
+            found = [
+                self._slot_of.get((n << _BUCKET_BITS) | (bucket(v) + rest))
+                for n, v in zip(n_r.tolist(), kv_sum_r.tolist(), strict=True)
+            ]
+            if None not in found:  # else priced below, as a step of many ranks adds them
+                at = np.array(found, dtype=np.intp)
+                return at, self._seconds[at]
+        b = buckets(kv_sum_r)
         sig = (n_r.astype(np.int64) << _BUCKET_BITS) | (b + (_BUCKET_OFFSET + head))
         pos = self._keys.searchsorted(sig)
         known = self._keys.shape[0]
@@ -195,6 +206,7 @@ class DecodeTable(Generic[W]):
         added = np.array([w.seconds for w in self.works[slot0:]])
         self._seconds = np.concatenate([self._seconds, added])
         slots = np.arange(slot0, len(self.works), dtype=np.intp)
+        self._slot_of.update(zip(new.tolist(), slots.tolist(), strict=True))
         keys = np.concatenate([self._keys, new])
         at = np.concatenate([self._at, slots])
         order = np.argsort(keys, kind="stable")

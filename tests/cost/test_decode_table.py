@@ -14,7 +14,7 @@ from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.batch import BatchShape
 from sim.cost.memo import bucket, buckets
-from sim.cost.rank_shape import DecodeTable, RankShape, rank_shape
+from sim.cost.rank_shape import FEW_RANKS, DecodeTable, RankShape, rank_shape
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 
@@ -40,13 +40,14 @@ def price(shape: RankShape) -> Priced:
     return Priced(n + b / 1000)
 
 
-def test_lookup_gives_each_ranks_shape_and_prices_each_shape_once() -> None:
+@pytest.mark.parametrize("ranks", [3, FEW_RANKS, 64])  # found in the dict, or searched
+def test_lookup_gives_each_ranks_shape_and_prices_each_shape_once(ranks: int) -> None:
     rng = np.random.default_rng(3)
     calls: list[RankShape] = []
     table = DecodeTable(lambda s: calls.append(s) or price(s), max_entries=1000)
-    for _ in range(20):
-        n = rng.integers(1, 40, 64)
-        kv = (n * rng.integers(100, 3000, 64)).astype(np.float64)
+    for _ in range(60 if ranks < 64 else 20):
+        n = rng.integers(1, 6 if ranks < 64 else 40, ranks)
+        kv = (n * rng.integers(100, 130 if ranks < 64 else 3000, ranks)).astype(np.float64)
         slots, seconds = table.lookup(n, kv, 2, 0, int(n.sum()))
         want = shapes_of(n, kv, 2, 0)
         assert [table.shapes[s] for s in slots.tolist()] == want
@@ -67,6 +68,8 @@ def test_table_starts_again_when_full_and_still_answers_every_rank() -> None:
     want = shapes_of(more, more * 1000.0, 1, 0)
     assert [table.shapes[s] for s in slots.tolist()] == want
     assert seconds.tolist() == [price(w).seconds for w in want]
+    again, _ = table.lookup(n, kv, 1, 0, int(n.sum()))  # met before the restart, and after it
+    assert [table.shapes[s] for s in again.tolist()] == shapes_of(n, kv, 1, 0)
 
 
 def test_widths_and_paths_are_told_apart_and_checked() -> None:
