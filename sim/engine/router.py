@@ -47,6 +47,8 @@ def _few_picks(s: IntArray, step: int, k: int) -> IntArray:
     (a rank outside them would come after all k of them had been picked once), and their k
     first scores s, s + step, ... hold every pick: the picks are the k smallest of those k x k
     (score, rank) pairs, in order, each pair one integer key score * R + rank."""
+    if k == 1:  # one arrival: the lowest score, the lowest rank among ties (argmin's first)
+        return np.array([s.argmin()], dtype=np.int64)
     R = s.shape[0]
     key = s * R + np.arange(R)
     if k < R:

@@ -107,7 +107,7 @@ def test_choose_many_is_choose_request_by_request(name: str) -> None:
     load updated after each, puts them (ties included), and the load is left unchanged."""
     rng = np.random.default_rng(7)
     for R, k in ((1, 5), (1, 90), (4, 0), (7, 30), (7, 48), (7, 49), (33, 400), (5, 3_000),
-                 (144, 21), (60, 1)):  # fmt: skip
+                 (144, 21), (60, 1), (8, 1), (2, 1)):  # fmt: skip
         arrays = [rng.integers(0, 6, R) for _ in range(5)]
         load = _load(*(a.tolist() for a in arrays))
         pages, work = rng.integers(1, 9, k), rng.integers(1, 500, k)
