@@ -34,11 +34,7 @@ class DecodeSums(NamedTuple):
     path: int
     requests: NDArray[np.int64]
     kv_sum: NDArray[np.float64]
-
-    @property
-    def tokens(self) -> NDArray[np.float64]:
-        """Decode (and verify) tokens on each rank."""
-        return self.requests.astype(np.float64) * float(self.width)
+    tokens: NDArray[np.float64]  # decode (and verify) tokens on each rank: requests x width
 
 
 def decode_sums(
@@ -61,4 +57,6 @@ def decode_sums(
     requests = n_r - np.bincount(rank[n:], minlength=ranks)  # the few chunks counted, not the rest
     # whole-token contexts: their float64 sums are exact, whatever the order
     kv_sum = np.bincount(rank[:n], weights=k, minlength=ranks).astype(np.float64, copy=False)
-    return DecodeSums(n=n, width=int(q[0]), path=path, requests=requests, kv_sum=kv_sum)
+    width = int(q[0])
+    tokens = requests.astype(np.float64) * float(width)
+    return DecodeSums(n, width, path, requests, kv_sum, tokens)

@@ -72,9 +72,9 @@ def rank_imbalance(rank_own_s: NDArray[np.float64]) -> float:
         return 1.0
     if x.dtype != np.float64:  # np.mean accumulates other dtypes differently
         mean = float(x.mean()) if n else 0.0
-    else:
-        mean = float(x.sum()) / n if n else 0.0
-    return float(x.max()) / mean if mean > 0 else 1.0
+    else:  # x.sum() and x.max() without their Python-level wrappers: the same reductions
+        mean = float(np.add.reduce(x)) / n if n else 0.0
+    return float(np.maximum.reduce(x)) / mean if mean > 0 else 1.0
 
 
 def _same_columns(e: tuple[NDArray[np.int64], NDArray[np.int8], list[float]]) -> tuple[int, int]:
