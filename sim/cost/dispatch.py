@@ -171,9 +171,10 @@ def _sglang(model: ModelSpec, seg: Segments, sparse: bool, heads: int) -> NDArra
     if not np.count_nonzero(ext):
         return out
     kv = seg.kv_tokens[ext]
-    kv_sum = int(kv.sum())
+    kv_sum = int(np.add.reduce(kv))  # kv.sum() without its Python-level wrapper
     kv_max = int(kv.max()) if sparse else 0
-    out[ext] = _sglang_extend(kv_sum, kv_sum - int(seg.new_tokens[ext].sum()), kv_max, sparse)
+    prefix_sum = kv_sum - int(np.add.reduce(seg.new_tokens[ext]))
+    out[ext] = _sglang_extend(kv_sum, prefix_sum, kv_max, sparse)
     return out
 
 

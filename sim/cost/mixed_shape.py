@@ -232,7 +232,7 @@ def _one_rank(
     groups: tuple[DecodeGroup, ...] = ()
     q_on, p_on = q[dec], path[dec]
     if q_on.size and all_equal(q_on) and all_equal(p_on):  # one group
-        k_sum = float(k[dec].sum())
+        k_sum = float(np.add.reduce(k[dec]))
         groups = (decode_group(int(p_on[0]), int(q_on[0]), q_on.size, bucket(k_sum)),)
     elif q_on.size:  # decode groups by path and width, as `rank_shape` keeps them
         code = p_on.astype(np.int64) << 32 | q_on
@@ -251,7 +251,7 @@ def _one_rank(
     else:
         on = np.zeros(cq.size, dtype=np.int64)  # every chunk on the one rank, at place 0
         chunks, x, sampled = _many_chunks(1, [0], on, on, chunk_path, cq, ck, smp)
-    rows = float(q_on.sum()) + sampled[0]
+    rows = float(np.add.reduce(q_on)) + sampled[0]
     return MixedShape(groups, tuple(sorted(chunks[0])), tokens, x[0], rows)
 
 

@@ -53,7 +53,7 @@ class OneRankSteps:
         if np.count_nonzero(dec) < dec.shape[0]:
             if not self._chunk_shapes:
                 return None
-            tokens = np.array([float(new.sum())])  # whole tokens: the exact sum
+            tokens = np.array([float(np.add.reduce(new))])  # whole tokens: the exact sum
             return mixed_shapes(batch, _ONE_RANK, [0], self._paths, tokens)[0]
         if not all_equal(new):
             return None

@@ -217,7 +217,7 @@ def decode_signature(batch: BatchShape, width: int, path: int) -> tuple[int, int
     """A one-rank decode step's `RankShape` as its numbers, in scalar arithmetic: (path,
     width, requests, context-sum bucket), every request `width` new tokens on `path`."""
     # whole-token contexts: the exact sum
-    return (path, width, batch.size, bucket(float(batch.kv_tokens.sum())))
+    return (path, width, batch.size, bucket(float(np.add.reduce(batch.kv_tokens))))
 
 
 def shape_segments(shape: RankShape) -> RankSegments:

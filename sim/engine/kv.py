@@ -48,7 +48,7 @@ class KvPages:
     def take(self, ranks: IntArray, pages: IntArray) -> None:
         """Add `pages[i]` to rank `ranks[i]` (pages may be negative for shrinking requests)."""
         if self.used.shape[0] == 1:  # one rank (a tensor-parallel pool's): a scalar sum
-            top = self.used[0] = int(self.used[0]) + int(pages.sum())
+            top = self.used[0] = int(self.used[0]) + int(np.add.reduce(pages))
         else:
             np.add.at(self.used, ranks, pages)
             top = int(self.used.max()) if self.used.size else 0
@@ -64,7 +64,7 @@ class KvPages:
         """Add `pages[i]` to rank lo + `ranks[i]` unless a rank of lo .. lo + num - 1 would
         overflow: then change nothing and return those ranks (relative to lo), else none."""
         if num == 1:  # one rank (a tensor-parallel unit's): scalar arithmetic
-            top = int(self.used[lo]) + int(pages.sum())
+            top = int(self.used[lo]) + int(np.add.reduce(pages))
             if top > self.capacity_pages:
                 return _RANK_ZERO
             self.used[lo] = top
@@ -84,7 +84,7 @@ class KvPages:
 
     def give(self, ranks: IntArray, pages: IntArray) -> None:
         if self.used.shape[0] == 1:  # one rank (a tensor-parallel pool's): a scalar sum
-            self.used[0] = int(self.used[0]) - int(pages.sum())
+            self.used[0] = int(self.used[0]) - int(np.add.reduce(pages))
         else:
             np.subtract.at(self.used, ranks, pages)
         if self.used.size and int(self.used.min()) < 0:

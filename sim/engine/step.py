@@ -43,11 +43,14 @@ def _decode(
         # a PD request brings its first token from prefill: streamed as its first step starts;
         # a request arriving with its KV alone gets it from this step
         t.first_token_s[new] = np.where(t.generated[new] > 0, start_s, now)
-    acc = pool.sampler.accepted(nd)
-    # one draft: acc is 0/1, so counting beats summing
-    accept = (int(np.count_nonzero(acc)) if pool.draft_tokens == 1 else int(acc.sum())) + nd
-    tok = acc.astype(np.int64)  # a plain cast, far cheaper than a cast inside an add
-    tok += 1
+    tok: IntArray | int = 1  # without drafts every row moves by one token
+    accept = nd
+    if pool.draft_tokens:
+        acc = pool.sampler.accepted(nd)
+        # one draft: acc is 0/1, so counting beats summing
+        accept += int(np.count_nonzero(acc)) if pool.draft_tokens == 1 else int(acc.sum())
+        tok = acc.astype(np.int64)  # a plain cast, far cheaper than a cast inside an add
+        tok += 1
     if plan.decode_pos is None:
         kv, end = rs.kv, rs.end
         kv += tok
@@ -62,7 +65,7 @@ def _decode(
         done = pos[done_k]
     if done.shape[0] == 0:
         return accept, accept, done
-    return accept - int(over.sum()), accept, done
+    return accept - int(np.add.reduce(over)), accept, done
 
 
 def _late_tokens(pool: Pool, rs: RunningSet, plan: StepPlan, step_s: float) -> None:
@@ -146,7 +149,7 @@ def apply_step(
         cost=cost,
         batch_per_rank=plan.batch_per_rank,
         decode_reqs=plan.n_decode,
-        prefill_tokens=int(plan.chunks.sum()) if plan.chunks.shape[0] else 0,
+        prefill_tokens=int(np.add.reduce(plan.chunks)) if plan.chunks.shape[0] else 0,
         output_tokens=out_tokens,
         accept_tokens=accept,
         kv_pages=int(pool.kv.used[lo]) if R == 1 else int(pool.kv.used[lo : lo + R].sum()),
