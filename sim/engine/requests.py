@@ -127,6 +127,9 @@ class RequestTable:
         ok = self._allowed.get(allowed)
         if ok is None:  # phases a transition accepts, as a lookup table over phase codes
             ok = self._allowed[allowed] = np.isin(np.arange(len(Phase)), allowed)
+        one = _one(ids)
+        if one is not None and ok[self.phase[one]]:  # one request (most steps): scalar reads
+            return
         legal = ok[self.phase[ids]]
         if np.count_nonzero(legal) != legal.shape[0]:  # count_nonzero: far cheaper than all()
             bad = ~legal
@@ -202,3 +205,11 @@ class RequestTable:
     def phase_counts(self) -> dict[Phase, int]:
         counts = np.bincount(self.phase[: self.size], minlength=len(Phase))
         return {p: int(counts[p]) for p in Phase}
+
+
+def _one(ids: IntArray | slice) -> int | None:
+    """The one request `ids` names (an index array of one, or a slice of one), else None."""
+    if isinstance(ids, slice):
+        lo, hi = ids.start, ids.stop
+        return lo if lo is not None and hi is not None and hi - lo == 1 else None
+    return int(ids[0]) if ids.shape[0] == 1 else None

@@ -8,7 +8,7 @@ import pytest
 from sim.cost.batch import BatchShape, StepCost
 from sim.engine.kv import KvPages
 from sim.engine.log import rank_imbalance
-from sim.engine.requests import RequestTable
+from sim.engine.requests import EngineError, RequestTable
 from sim.engine.running import END, IDS, RANK, RunningSet
 from tests.builders import unit
 from tests.engine.fixed_cost import FixedCost, requests, run_trace
@@ -110,3 +110,19 @@ class _Writes(FixedCost):
 def test_batch_views_are_read_only_to_the_cost_model() -> None:
     with pytest.raises(ValueError, match="read-only"):
         run_trace(unit(role="decode"), _Writes(step_s=0.01), requests((0.0, 10, 5)))
+
+
+def test_an_illegal_transition_names_the_request_one_or_many() -> None:
+    """A request in the wrong phase stops the run with its id and phase, whether the
+    transition names it alone (an array or a slice of one: the scalar test) or among others."""
+    t = RequestTable()
+    ids = t.add(np.zeros(3), np.full(3, 10), np.full(3, 5), np.zeros(3, dtype=np.int64))
+    t.admit(ids[:2], np.ones(2, dtype=np.int64))  # 0 and 1 prefill, 2 stays queued
+    for which in (ids[2:], slice(2, 3), ids):
+        wrong = r"cannot complete request [02]: it is (QUEUED|PREFILL)"
+        with pytest.raises(EngineError, match=wrong):
+            t.complete(which, 1.0)
+    with pytest.raises(EngineError, match="cannot admit request 1: it is PREFILL"):
+        t.admit(ids[1:2], np.ones(1, dtype=np.int64))
+    t.route(slice(2, 3), np.zeros(1, dtype=np.int64))  # legal: queued, by a slice of one
+    assert int(t.rank[2]) == 0
