@@ -108,8 +108,6 @@ class DecodeTable(Generic[W]):
         self.shapes: list[RankShape] = []  # by slot
         self.works: list[W] = []
         self._seconds = np.zeros(0)  # by slot
-        # a one-rank step's slot by (path, width, requests, context-sum bucket)
-        self._one: dict[tuple[int, int, int, int], int] = {}
         self._slot_of: dict[int, int] = {}  # each signature's slot, for a step of few ranks
 
     def __len__(self) -> int:
@@ -141,13 +139,11 @@ class DecodeTable(Generic[W]):
     ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
         """`ranks` of a one-rank unit (the tensor-parallel layouts), found by its shape's
         numbers in a dict: the same slot and seconds `lookup` gives, in scalar arithmetic."""
-        key = decode_signature(batch, width, path)
-        slot = self._one.get(key)
-        if slot is None:
-            n, kv_sum = batch.size, float(batch.kv_tokens.sum())
+        slot = self._slot_of.get(_signature(*decode_signature(batch, width, path)))
+        if slot is None:  # priced, and its signature kept, by `lookup`
+            n, kv_sum = batch.size, float(np.add.reduce(batch.kv_tokens))
             slots, _ = self.lookup(np.array([n]), np.array([kv_sum]), width, path, n)
             slot = int(slots[0])
-            self._one[key] = slot  # (after `lookup`, which may have started the table again)
         return np.full(1, slot, dtype=np.intp), self._seconds[slot : slot + 1].copy()
 
     def lookup(
@@ -166,17 +162,16 @@ class DecodeTable(Generic[W]):
         if total >= 1 << _COUNT_BITS:  # so is every rank's count
             raise ValueError(f"{total} decode requests: a rank's count is outside the signature")
         # every finite float's bucket is within +-16 x 1,075 (2^-1074 to 2^1024): inside
-        head = (path << _WIDTH_BITS | width) << (_COUNT_BITS + _BUCKET_BITS)
         if n_r.shape[0] <= FEW_RANKS:  # signatures in Python ints, slots from a dict
-            rest = _BUCKET_OFFSET + head
             found = [
-                self._slot_of.get((n << _BUCKET_BITS) | (bucket(v) + rest))
+                self._slot_of.get(_signature(path, width, n, bucket(v)))
                 for n, v in zip(n_r.tolist(), kv_sum_r.tolist(), strict=True)
             ]
             if None not in found:  # else priced below, as a step of many ranks adds them
                 at = np.array(found, dtype=np.intp)
                 return at, self._seconds[at]
         b = buckets(kv_sum_r)
+        head = (path << _WIDTH_BITS | width) << (_COUNT_BITS + _BUCKET_BITS)
         sig = (n_r.astype(np.int64) << _BUCKET_BITS) | (b + (_BUCKET_OFFSET + head))
         pos = self._keys.searchsorted(sig)
         known = self._keys.shape[0]
@@ -211,6 +206,13 @@ class DecodeTable(Generic[W]):
         at = np.concatenate([self._at, slots])
         order = np.argsort(keys, kind="stable")
         self._keys, self._at = keys[order], at[order]
+
+
+def _signature(path: int, width: int, requests: int, context_bucket: int) -> int:
+    """A uniform decode rank's signature in Python ints: what `DecodeTable.lookup` computes
+    as int64 arrays for a step's many ranks."""
+    head = (path << _WIDTH_BITS | width) << (_COUNT_BITS + _BUCKET_BITS)
+    return (requests << _BUCKET_BITS) | (context_bucket + _BUCKET_OFFSET + head)
 
 
 def decode_signature(batch: BatchShape, width: int, path: int) -> tuple[int, int, int, int]:
