@@ -12,7 +12,8 @@ rank's kernels: over the gathered rows at 1/GPUs of the width it is a rank's row
 
 from __future__ import annotations
 
-from sim.cost.comm_ops import CommLoad, dp_gather
+from sim.cost.comm_load import CommLoad
+from sim.cost.comm_ops import dp_gather
 from sim.cost.layer_ops import RankContext, gemm
 from sim.cost.pricing import Pricer
 from sim.cost.rate import ZERO, OpTime, combine, scale

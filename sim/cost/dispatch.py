@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.cost import mla
+from sim.cost.batch import all_equal
 from sim.specs.model import ModelSpec
 
 ABSORB, EXPAND, EXPAND_CHUNKED, SPARSE_ABSORB = 0, 1, 2, 3
@@ -214,3 +215,42 @@ def _flops_optimal(model: ModelSpec, seg: Segments, sparse: bool, heads: int) ->
     expand_path = np.where(expanded_kv_bytes > EXPANDED_KV_CAP_BYTES, EXPAND_CHUNKED, EXPAND)
     absorb_path = SPARSE_ABSORB if sparse else ABSORB
     return np.where(expand < absorb, expand_path, absorb_path).astype(np.int8)
+
+
+class MlaPaths:
+    """A deployment's MLA path decisions under `policy`: each segment's (`paths`), and the one
+    path of a decode side (`decode_path`), the policy's fixed decode path where it has one.
+    A model without MLA runs every segment on path 0."""
+
+    def __init__(self, policy: str, model: ModelSpec, heads: int, *, sparse: bool) -> None:
+        self.policy, self.model, self.heads, self.sparse = policy, model, heads, sparse
+        self.mla = model.attention == "mla"
+        self.fixed_decode = fixed_decode_path(policy, sparse) if self.mla else 0
+
+    def paths(
+        self,
+        q: NDArray[np.int64],
+        k: NDArray[np.int64],
+        dec: NDArray[np.bool_],
+        groups: NDArray[np.int64] | None = None,
+    ) -> NDArray[np.int8]:
+        """The MLA path of each segment of one rank's forward batch (or of decode segments
+        alone, which every policy decides one by one); with `groups`, of several ranks'
+        batches at once, segment i in batch `groups[i]`."""
+        if not self.mla:
+            return np.zeros(len(q), dtype=np.int8)
+        seg = Segments(new_tokens=q, kv_tokens=k, is_decode=dec)
+        policy, model, heads, sparse = self.policy, self.model, self.heads, self.sparse
+        if groups is not None:
+            return choose_paths_grouped(policy, model, seg, groups, sparse=sparse, heads=heads)
+        return choose_paths(policy, model, seg, sparse=sparse, heads=heads)
+
+    def decode_path(
+        self, q: NDArray[np.int64], k: NDArray[np.int64], dec: NDArray[np.bool_]
+    ) -> int | None:
+        """The one MLA path of decode segments (`dec` all true), or None where they differ:
+        the fixed decode path where the policy has one, without an array per segment."""
+        if self.fixed_decode is not None:
+            return self.fixed_decode
+        paths = self.paths(q, k, dec)
+        return int(paths[0]) if all_equal(paths) else None

@@ -33,7 +33,8 @@ from sim.cost.chunk_parts import chunk_parts
 from sim.cost.kernel_parts import kernel_parts
 from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.memo import BUCKETS_PER_OCTAVE, BoundedCache, centre
-from sim.cost.mixed_shape import Chunk, MixedShape, halves, mixed_segments
+from sim.cost.mixed_halves import halves, mixed_segments
+from sim.cost.mixed_shape import Chunk, MixedShape
 from sim.cost.overlap import moe_layers_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_work import (

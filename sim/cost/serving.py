@@ -19,9 +19,9 @@ from numpy.typing import NDArray
 
 from sim.cost.batch import BatchShape, StepCost, all_equal, distinct
 from sim.cost.calibrated import CalibratedCost, check_model
-from sim.cost.comm_ops import CommLoad, comm_loads
+from sim.cost.comm_load import CommLoad, comm_loads
 from sim.cost.decode_sums import DecodeSums, decode_sums
-from sim.cost.dispatch import Segments, choose_paths, choose_paths_grouped, fixed_decode_path
+from sim.cost.dispatch import MlaPaths
 from sim.cost.layer_ops import RankContext, RankSegments, indexer_times_topk
 from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
@@ -84,10 +84,6 @@ class ServingCostModel:
         self.model, self.gpu, self.deployment = model, gpu, d
         self.memory = plan_memory(model, gpu, d)
         self.sparse = dsa_active(model, d)
-        # every decode segment's MLA path, where the policy fixes it (non-MLA models: path 0)
-        self._fixed_decode = (
-            fixed_decode_path(d.mla_policy, self.sparse) if model.attention == "mla" else 0
-        )
         fallback = attention_fallback = RooflineCost(gpu)
         self.overheads = engine_overheads(d)
         # what each roofline-priced kernel pays beyond its work, and its breakdown label: the
@@ -142,6 +138,9 @@ class ServingCostModel:
             topk_in_indexer=indexer_times_topk(profile),
             engine=d.engine,
         )
+        # each segment's MLA path, and a decode side's one path (`sim.cost.dispatch`)
+        chooser = MlaPaths(d.mla_policy, model, self.ctx.heads, sparse=self.sparse)
+        self._paths, self._decode_path = chooser.paths, chooser.decode_path
         self._rank_memo: BoundedCache[RankShape, RankWork] = BoundedCache(RANK_MEMO_ENTRIES)
         # pieces of a rank's ops kept by what sets them (`layer_ops.Memo`): its kernels' time
         self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(RANK_MEMO_ENTRIES)
@@ -344,35 +343,6 @@ class ServingCostModel:
             shapes.append(rank_shape(q, k, dec, self._paths(q, k, dec), samples))
         index[n_r == 0] = len(shapes)
         return shapes, index
-
-    def _decode_path(
-        self, q: NDArray[np.int64], k: NDArray[np.int64], dec: NDArray[np.bool_]
-    ) -> int | None:
-        """The one MLA path of decode segments (`dec` all true), or None where they differ:
-        the policy's fixed decode path where it has one (`fixed_decode_path`), without an
-        array per segment."""
-        if self._fixed_decode is not None:
-            return self._fixed_decode
-        paths = self._paths(q, k, dec)
-        return int(paths[0]) if all_equal(paths) else None
-
-    def _paths(
-        self,
-        q: NDArray[np.int64],
-        k: NDArray[np.int64],
-        dec: NDArray[np.bool_],
-        groups: NDArray[np.int64] | None = None,
-    ) -> NDArray[np.int8]:
-        """The MLA path of each segment of one rank's forward batch (or of decode segments
-        alone, which every policy decides one by one); with `groups`, of several ranks'
-        batches at once, segment i in batch `groups[i]`."""
-        if self.model.attention != "mla":
-            return np.zeros(len(q), dtype=np.int8)
-        seg = Segments(new_tokens=q, kv_tokens=k, is_decode=dec)
-        policy, heads, sparse = self.deployment.mla_policy, self.ctx.heads, self.sparse
-        if groups is not None:
-            return choose_paths_grouped(policy, self.model, seg, groups, sparse=sparse, heads=heads)
-        return choose_paths(policy, self.model, seg, sparse=sparse, heads=heads)
 
     def _rank_work(self, shape: Shape) -> RankWork | MixedWork:
         """All of one rank's own work at `shape`, memoised (whole, or by parts)."""

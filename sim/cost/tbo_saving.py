@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sim.cost.batch import BatchShape
-from sim.cost.comm_ops import CommLoad, micro_batch_loads
+from sim.cost.comm_load import CommLoad, micro_batch_loads
 from sim.cost.layer_ops import RankSegments
 from sim.cost.memo import BoundedCache
 from sim.cost.micro_batches import split_in_two

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from sim.cost.batch import BatchShape
-from sim.cost.comm_ops import CommLoad, draft_comm, layer_comm_ops, unit_comm_ops
+from sim.cost.comm_load import CommLoad
+from sim.cost.comm_ops import draft_comm, layer_comm_ops, unit_comm_ops
 from sim.cost.dense import unit_dense_ops
 from sim.cost.head import sampled_rows, unit_head
 from sim.cost.layer_ops import Memo, RankContext, kept

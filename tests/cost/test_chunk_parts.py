@@ -11,7 +11,8 @@ from sim.catalog.profiles import load_profile
 from sim.cost.batch import BatchShape
 from sim.cost.chunk_parts import MAX_CHUNKS, chunk_parts
 from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED
-from sim.cost.mixed_shape import CHUNK_BUCKETS_PER_OCTAVE, Chunk, MixedShape, mixed_segments
+from sim.cost.mixed_halves import mixed_segments
+from sim.cost.mixed_shape import CHUNK_BUCKETS_PER_OCTAVE, Chunk, MixedShape
 from sim.cost.rank_work import chunk_attention_ops, chunk_ops
 from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment

@@ -13,7 +13,7 @@ from sim.cost import comm_ops, unit_work
 from sim.cost.batch import BatchShape
 from sim.cost.calibrated import CalibratedCost
 from sim.cost.comm import ep_copies
-from sim.cost.comm_ops import CommLoad
+from sim.cost.comm_load import CommLoad
 from sim.cost.memo import round_to_bucket
 from sim.cost.ops import AllReduce, EpDispatch
 from sim.cost.routed import receive_skew

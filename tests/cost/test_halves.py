@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from sim.cost.dispatch import ABSORB, EXPAND, EXPAND_CHUNKED
-from sim.cost.mixed_shape import MixedShape, halves, halves_by_segments
+from sim.cost.mixed_halves import halves, halves_by_segments
+from sim.cost.mixed_shape import MixedShape
 
 
 def random_shape(rng: np.random.Generator) -> MixedShape:

@@ -9,7 +9,8 @@ from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost import comm_ops
 from sim.cost.batch import BatchShape
-from sim.cost.comm_ops import ROUTING_BYTES_PER_PICK, CommLoad
+from sim.cost.comm_load import CommLoad
+from sim.cost.comm_ops import ROUTING_BYTES_PER_PICK
 from sim.cost.ops import AllGather
 from sim.cost.overheads import shared_expert_tp
 from sim.cost.serving import ServingCostModel

@@ -11,7 +11,7 @@ import pytest
 
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
-from sim.cost.comm_ops import CommLoad
+from sim.cost.comm_load import CommLoad
 from sim.cost.memo import BoundedCache, round_to_bucket
 from sim.cost.rate import OpTime
 from sim.cost.serving import ServingCostModel
