@@ -70,8 +70,13 @@ def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
     s = score if score.dtype == np.int64 else score.astype(np.int64)  # read, never written
     if k <= _LOOP_MAX:
         return _few_picks(s, step, k)
-    lo = int(s.min())
-    hi = lo + step * (k - 1)  # the lowest rank alone has k pairs up to here
+    R = s.shape[0]
+    least, most = int(s.min()), int(s.max())
+    per_rank = -(-k // R)  # ceil(k / R): below the level each rank has fewer pairs than that
+    lo = least + step * (per_rank - 1)  # under it no rank has per_rank pairs: fewer than k
+    # at or above it every rank has per_rank pairs (at least k); the lowest rank alone has k
+    # pairs up to least + step (k - 1)
+    hi = min(least + step * (k - 1), most + step * (per_rank - 1))
     while lo < hi:
         mid = (lo + hi) // 2
         if int(np.maximum((mid - s) // step + 1, 0).sum()) >= k:
@@ -80,7 +85,6 @@ def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
             lo = mid + 1
     below = np.maximum((lo - 1 - s) // step + 1, 0)  # pairs under the level, per rank
     ties = ((s <= lo) & ((lo - s) % step == 0)).nonzero()[0][: k - int(below.sum())]
-    R = s.shape[0]
     ranks = np.repeat(np.arange(R, dtype=np.int64), below)
     j = np.arange(ranks.shape[0]) - np.repeat(np.cumsum(below) - below, below)
     order = np.argsort((s[ranks] + step * j) * R + ranks)  # distinct keys: (score, rank) order

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -104,11 +106,14 @@ def test_replicas_are_separate_lock_step_units() -> None:
 @pytest.mark.parametrize("name", ["least_tokens", "least_kv", "least_requests", "round_robin"])
 def test_choose_many_is_choose_request_by_request(name: str) -> None:
     """A step's arrivals routed at once land exactly where one `choose` per request, with the
-    load updated after each, puts them (ties included), and the load is left unchanged."""
+    load updated after each, puts them (ties included), and the load is left unchanged: loads
+    all equal, close together and far apart (a saturated unit's queues), bursts below, at and
+    above a whole number per rank."""
     rng = np.random.default_rng(7)
-    for R, k in ((1, 5), (1, 90), (4, 0), (7, 30), (7, 48), (7, 49), (33, 400), (5, 3_000),
-                 (144, 21), (60, 1), (8, 1), (2, 1)):  # fmt: skip
-        arrays = [rng.integers(0, 6, R) for _ in range(5)]
+    cases = ((1, 5), (1, 90), (4, 0), (7, 30), (7, 48), (7, 49), (33, 400), (5, 3_000),
+             (144, 21), (60, 1), (8, 1), (2, 1), (144, 150), (144, 288), (144, 289))  # fmt: skip
+    for (R, k), spread in itertools.product(cases, (1, 6, 300)):
+        arrays = [rng.integers(0, spread, R) for _ in range(5)]
         load = _load(*(a.tolist() for a in arrays))
         pages, work = rng.integers(1, 9, k), rng.integers(1, 500, k)
         many, one = make_router(name, R), make_router(name, R)
