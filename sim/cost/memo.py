@@ -125,6 +125,19 @@ class BoundedCache(Generic[K, V]):
         self._entries.move_to_end(key)
         return value  # type: ignore[no-any-return]
 
+    def find_many(self, keys: Iterable[K]) -> list[V | None]:
+        """`find` of each key in turn, in one call (a rank's parts are looked up together)."""
+        entries, move = self._entries, self._entries.move_to_end
+        out: list[V | None] = []
+        for key in keys:
+            value = entries.get(key, _MISSING)
+            if value is _MISSING:
+                out.append(None)
+            else:
+                move(key)
+                out.append(value)
+        return out
+
     def get(self, key: K, compute: Callable[[], V]) -> V:
         """The value stored for `key`, computing and storing it on a miss."""
         entries = self._entries

@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache, partial
+from typing import cast
 
 from sim.cost.chunk_parts import chunk_parts
 from sim.cost.kernel_parts import kernel_parts
@@ -121,21 +122,35 @@ class MixedRanks:
         # pieces of parts keyed by what sets them (`layer_ops.Memo`): the MTP passes' kernels
         self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(PART_MEMO_ENTRIES)
 
-    def prime(self, shapes: Sequence[MixedShape]) -> None:
-        """Price the chunk parts that `work` will need for `shapes` and the memo lacks, all
-        at once where that is exact (`sim.cost.chunk_parts`); the rest `work` prices as
-        before. The same parts either way."""
-        missing: dict[tuple[object, ...], tuple[Chunk, ...]] = {}
-        kernels: dict[tuple[object, ...], tuple[float, float]] = {}
-        for shape in shapes:
-            if shape in self._works:
-                continue
-            wanted: tuple[object, ...] = ("chunks", shape.chunks)
-            if wanted not in self._parts:
-                missing[wanted] = shape.chunks
-            self._missing_kernels(shape, kernels)
-        self._price_together(missing, attention_only=False)
-        self._price_kernels_together(kernels)
+    def works(self, shapes: Sequence[MixedShape]) -> list[MixedWork]:
+        """`work` of each of `shapes` (a step's ranks with chunks, in order), each shape hashed
+        once and each new one's parts looked up once. Where there are several shapes, the chunk
+        sets and kernel parts the new ones lack are priced together, as arrays, where that is
+        exact (`sim.cost.chunk_parts`, `sim.cost.kernel_parts`); the rest one by one. The same
+        parts either way."""
+        find = self._works.find
+        found = [find(shape) for shape in shapes]
+        new = [shape for shape, w in zip(shapes, found, strict=True) if w is None]
+        if not new:
+            return cast(list[MixedWork], found)
+        wanted = [self._keys(shape) for shape in new]
+        parts = [self._parts.find_many(keys) for keys, _ in wanted]
+        if len(shapes) > 1:
+            chunk_sets: dict[tuple[object, ...], tuple[Chunk, ...]] = {}
+            kernels: dict[tuple[object, ...], tuple[float, float]] = {}
+            for shape, (keys, _), got in zip(new, wanted, parts, strict=True):
+                for key, part in zip(keys, got, strict=True):
+                    if part is None and key[0] == "chunks":
+                        chunk_sets[key] = shape.chunks
+                    elif part is None and key[0] == "elementwise":
+                        kernels[key] = cast(tuple[float, float], key[1:])
+            self._price_together(chunk_sets, attention_only=False)
+            self._price_kernels_together(kernels)
+        made = iter(
+            self._assemble(shape, keys, weights, got)
+            for shape, (keys, weights), got in zip(new, wanted, parts, strict=True)
+        )
+        return [w if w is not None else next(made) for w in found]
 
     def prime_halves(self, shapes: Sequence[MixedShape]) -> None:
         """`prime` for `halves_moe_s` of `shapes`: the chunk attention of each one's two
@@ -193,26 +208,69 @@ class MixedRanks:
     def work(self, shape: MixedShape) -> MixedWork:
         """The rank's work at `shape`: the sum of its parts, the token-level ones interpolated
         between the buckets around its tokens; memoised by the shape."""
-        return self._works.get(shape, partial(self._work, shape))
+        found = self._works.find(shape)
+        return found if found is not None else self._work(shape)
 
     def _work(self, shape: MixedShape) -> MixedWork:
-        pr, c, d, pieces = self.pr, self.ctx, self.d, self._pieces.get
-        rows, chunk_work, part = shape.rows, shape.chunk_work, self._part
-        parts = self._token_parts(shape)
-        parts += [
-            (1.0, part(("head", rows), head_ops, pr, c, d, rows)),
-            (1.0, part(("decode", shape.decode), self._decode_ops, shape)),
-            (1.0, part(("chunks", shape.chunks), self._chunk_ops, shape)),
-            (
-                1.0,
-                part(("chunk tokens", *chunk_work), chunk_token_ops, pr, c, d, *chunk_work, pieces),
-            ),
-        ]
+        keys, weights = self._keys(shape)
+        return self._assemble(shape, keys, weights, self._parts.find_many(keys))
+
+    def _keys(self, shape: MixedShape) -> tuple[list[tuple[object, ...]], list[float]]:
+        """The keys of `shape`'s parts, with each one's weight: the token-level parts at the
+        buckets around its tokens (as `_token_parts` has them), then its head, decode
+        requests, chunks and the MTP module's token-level work over them."""
+        decode, chunks, _, x, rows = shape
+        keys: list[tuple[object, ...]] = []
+        weights: list[float] = []
+        for w, t in _between(shape.tokens):
+            keys += (("tokens", t), ("elementwise", t, x))
+            weights += (w, w)
+        keys += (("head", rows), ("decode", decode), ("chunks", chunks))
+        keys.append(("chunk tokens", *shape.chunk_work))
+        weights += (1.0, 1.0, 1.0, 1.0)
+        return keys, weights
+
+    def _assemble(
+        self,
+        shape: MixedShape,
+        keys: list[tuple[object, ...]],
+        weights: list[float],
+        found: list[Part | None],
+    ) -> MixedWork:
+        """`shape`'s work from its parts (`found`: as looked up, None where missing then),
+        the missing ones found or priced now; memoised by the shape."""
+        for i, p in enumerate(found):
+            if p is None:
+                p = self._parts.find(keys[i])  # priced together, or by a shape before it
+                found[i] = self._price_part(keys[i], shape) if p is None else p
+        parts = tuple(zip(weights, cast(list[Part], found), strict=True))
         seconds = moe_s = 0.0  # the parts in order, as `sum` adds them
         for w, p in parts:
             seconds += w * p.seconds
             moe_s += w * p.moe_s
-        return MixedWork(parts=tuple(parts), seconds=seconds, moe_s=moe_s)
+        work = MixedWork(parts=parts, seconds=seconds, moe_s=moe_s)
+        self._works.put(shape, work)
+        return work
+
+    def _price_part(self, key: tuple[object, ...], shape: MixedShape) -> Part:
+        """The part of `shape` that `_work` keys `key`, priced and stored."""
+        pr, c, d, kind = self.pr, self.ctx, self.d, key[0]
+        n = cast(tuple[float, ...], key[1:])  # the numbers of a token-level key
+        if kind == "tokens":
+            ops = token_ops(pr, c, d, self.gpu, n[0])
+        elif kind == "elementwise":
+            ops = elementwise_ops(pr, c, n[0], n[1], d.engine)
+        elif kind == "head":
+            ops = head_ops(pr, c, d, n[0])
+        elif kind == "decode":
+            ops = self._decode_ops(shape)
+        elif kind == "chunks":
+            ops = self._chunk_ops(shape)
+        else:  # "chunk tokens"
+            ops = chunk_token_ops(pr, c, d, n[0], n[1], n[2], self._pieces.get)
+        priced = Part(ops, total_seconds(ops), moe_layers_s(c.model, ops))
+        self._parts.put(key, priced)
+        return priced
 
     def moe_s(self, shape: MixedShape) -> float:
         """`work(shape).moe_s` from the parts with work in the MoE layers alone: the head, the

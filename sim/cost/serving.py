@@ -229,9 +229,9 @@ class ServingCostModel:
             shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r, sums)
             # ranks with chunks come first, priced by parts; decode ranks' shapes whole
             n_mixed = int(np.count_nonzero(mixed)) if self._mixed is not None else 0
-            if n_mixed > 1 and self._mixed is not None:  # their new chunk parts, at once
-                self._mixed.prime(cast(list[MixedShape], shapes[:n_mixed]))
-            priced: list[RankWork | MixedWork] = [self._rank_work(s) for s in shapes[:n_mixed]]
+            priced: list[RankWork | MixedWork] = []
+            if n_mixed and self._mixed is not None:
+                priced += self._mixed.works(cast(list[MixedShape], shapes[:n_mixed]))
             whole = cast(list[RankShape], shapes[n_mixed:])
             priced += self._rank_memo.get_many(whole, self._price_rank)
             works = priced

@@ -12,6 +12,7 @@ from sim.cost.batch import BatchShape
 from sim.cost.layer_ops import RankSegments
 from sim.cost.memo import BoundedCache, centre
 from sim.cost.mixed_rank import _between
+from sim.cost.mixed_shape import MixedShape
 from sim.cost.rank_work import chunk_token_ops, decode_ops
 from sim.cost.rate import OpTime
 from sim.cost.serving import ServingCostModel
@@ -129,3 +130,33 @@ def test_a_repeated_shape_is_its_memoised_work_the_same_a_fresh_pricer_gives() -
     work = model._mixed.work(shape)
     assert model._mixed.work(shape) is work  # the same work, its merged ops computed once
     assert work.ops is work.ops
+
+
+def test_a_steps_shapes_priced_together_are_each_shapes_work_priced_alone() -> None:
+    """`works` looks a step's new shapes up once and prices the chunk sets and kernel parts
+    they lack together, as arrays: each work the same, to the last bit, as `work` gives one
+    shape at a time on a fresh model, a shape met twice in one call included (priced twice
+    there: equal works)."""
+    d = Deployment(name="dp8_mtp", attn_tp=1, mtp_draft_tokens=1, mtp_acceptance=(0.8,))
+    profile = load_profile("h200-sglang")
+    together = ServingCostModel(V3, H200, d, profile)
+    alone = ServingCostModel(V3, H200, d, profile)
+    rng = np.random.default_rng(9)
+    shapes = []
+    for _ in range(3):
+        b = mixed_batch(rng, d.attn_dp)
+        n_r = np.bincount(b.rank, minlength=b.num_ranks)
+        mixed = np.zeros(b.num_ranks, dtype=bool)
+        mixed[b.rank[~b.is_decode]] = True
+        tokens_r = np.bincount(b.rank, weights=b.new_tokens.astype(np.float64))
+        got, _ = together._rank_shapes(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r)
+        shapes += [s for s in got if isinstance(s, MixedShape)]
+    assert together._mixed is not None and alone._mixed is not None
+    batch = [*shapes, shapes[0], shapes[3]]  # two met again in the same call
+    works = together._mixed.works(batch)
+    assert works[-2] == works[0] and works[-1] == works[3]
+    for shape, work in zip(batch, works, strict=True):
+        one = alone._mixed.work(shape)
+        assert (work.seconds, work.moe_s) == (one.seconds, one.moe_s)
+        assert work.ops == one.ops
+    assert together._mixed.works(batch[:2]) == works[:2]  # from the memo now
