@@ -46,6 +46,11 @@ class Pricer:
     _shape_free: dict[tuple[str, str], Rate | None] = field(default_factory=dict)
     # per op name: whether the estimator holds a table for it (asked a few times a step)
     _tables: dict[str, bool] = field(default_factory=dict)
+    # pieces callers price through this pricer, each a pure function of its key for it (a
+    # memory-bound kernel's time in a step, `sim.cost.elementwise.price`)
+    pieces: BoundedCache[object, OpTime] = field(
+        default_factory=lambda: BoundedCache(TIME_MEMO_ENTRIES)
+    )
 
     def has_table(self, op: str) -> bool:
         """Whether the estimator holds a measured or published table for `op`."""

@@ -262,3 +262,18 @@ def test_kimi_k3_output_gate_kernel_reads_gate_and_output() -> None:
     assert k3["output_gate"].bytes_per_token == 3 * 2 * hv
     assert k3["output_gate"].layers == K3.attention_layers
     assert "output_gate" not in by_name(ew.rank_kernels(ctx(), decode(2)))  # V3 has no gate
+
+
+def test_kernels_kept_by_the_pricer_price_as_a_fresh_pricer_does() -> None:
+    """`price` keeps each kernel's scaled time in its pricer (`Pricer.pieces`): kernels met
+    again, alone or among others, price bit for bit as on a pricer that never saw them."""
+    d = dp()
+    seen, fresh = ServingCostModel(V3, H200, d).pricer, ServingCostModel(V3, H200, d).pricer
+    lists = [routed_kernels(V3, d, n, decode_only, sender)
+             for n, decode_only, sender in ((4096, False, 512), (4096, False, 640),
+                                            (8192, True, 0), (4096, False, 512))]  # fmt: skip
+    first = [ew.price(seen, ks) for ks in lists]
+    assert len(seen.pieces) == len({k for ks in lists for k in ks})  # one entry per kernel
+    again = [ew.price(seen, ks) for ks in reversed(lists)][::-1]
+    assert first == again == [ew.price(fresh, ks) for ks in lists]
+    assert first[0] != first[1]  # the sender's kernel tells the two apart
