@@ -149,15 +149,16 @@ def kernel_time(pr: Pricer, k: Kernel) -> OpTime:
 
 def price(pr: Pricer, kernels: list[Kernel]) -> OpTime:
     """All kernels priced through the profile, each scaled by its layer count; each kernel's
-    time kept by the pricer (`Pricer.pieces`, keyed by the kernel: its rows, bytes, layers and
-    launch), as a step's kernels recur at the rows of earlier steps."""
+    time kept by the pricer (`Pricer.pieces`, by what sets it: its rows, bytes per row, layers
+    and whether it is launched), as a step's kernels recur at the rows of earlier steps."""
     kept, times = pr.pieces, []
     for k in kernels:
         if k.tokens > 0 and k.layers > 0:
-            t = kept.find(k)
+            key = (k.tokens, k.bytes_per_token, k.layers, k.launched)  # hashed in C
+            t = kept.find(key)
             if t is None:
                 t = scale(kernel_time(pr, k), k.layers)
-                kept.put(k, t)
+                kept.put(key, t)
             times.append(t)
     return combine(*times)
 

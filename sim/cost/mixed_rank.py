@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache, partial
-from typing import cast
+from typing import Any, cast
 
 from sim.cost.chunk_parts import chunk_parts
 from sim.cost.kernel_parts import kernel_parts
@@ -84,7 +84,8 @@ class MixedWork:
         return weighted_merge((w, p.ops) for w, p in self.parts)
 
 
-# remembered: a step asks for each chunk rank's tokens twice (`MixedRanks.prime`, then `work`)
+# remembered: a step asks for a chunk rank's tokens more than once (`MixedRanks._keys`, then
+# two-batch overlap's halves and the kernels they lack)
 @lru_cache(maxsize=4096)
 def _between(x: float) -> tuple[tuple[float, float], ...]:
     """`x` as weights on the bucket centres around it (one centre when it is one; 0 stays
@@ -128,33 +129,67 @@ class MixedRanks:
         sets and kernel parts the new ones lack are priced together, as arrays, where that is
         exact (`sim.cost.chunk_parts`, `sim.cost.kernel_parts`); the rest one by one. The same
         parts either way."""
+        # plain loops, not comprehensions: a step has a few shapes, a call costs more than each
         find = self._works.find
-        found = [find(shape) for shape in shapes]
-        new = [shape for shape, w in zip(shapes, found, strict=True) if w is None]
+        found: list[MixedWork | None] = []
+        new: list[MixedShape] = []
+        for shape in shapes:
+            w = find(shape)
+            found.append(w)
+            if w is None:
+                new.append(shape)
         if not new:
             return cast(list[MixedWork], found)
-        wanted = [self._keys(shape) for shape in new]
-        parts = [self._parts.find_many(keys) for keys, _ in wanted]
-        if len(shapes) > 1:
-            chunk_sets: dict[tuple[object, ...], tuple[Chunk, ...]] = {}
-            kernels: dict[tuple[object, ...], tuple[float, float]] = {}
-            for shape, (keys, _), got in zip(new, wanted, parts, strict=True):
-                for key, part in zip(keys, got, strict=True):
-                    if part is None and key[0] == "chunks":
-                        chunk_sets[key] = shape.chunks
-                    elif part is None and key[0] == "elementwise":
-                        kernels[key] = cast(tuple[float, float], key[1:])
-            self._price_together(chunk_sets, attention_only=False)
-            self._price_kernels_together(kernels)
-        made = iter(
-            self._assemble(shape, keys, weights, got)
-            for shape, (keys, weights), got in zip(new, wanted, parts, strict=True)
-        )
-        return [w if w is not None else next(made) for w in found]
+        wanted: list[tuple[list[tuple[Any, ...]], list[float]]] = []
+        parts: list[list[Part | None]] = []
+        for shape in new:
+            keys, weights = self._keys(shape)
+            wanted.append((keys, weights))
+            parts.append(self._parts.find_many(keys))
+        together = len(shapes) > 1 and self._price_missing(new, wanted, parts)
+        k = 0  # the new shapes' place among them
+        for j, w in enumerate(found):
+            if w is None:
+                keys, weights = wanted[k]
+                got = parts[k]
+                if together or k:  # parts stored since they were looked up: found, not priced
+                    self._refresh(keys, got)
+                found[j] = self._assemble(new[k], keys, weights, got)
+                k += 1
+        return cast(list[MixedWork], found)
+
+    def _refresh(self, keys: list[tuple[Any, ...]], got: list[Part | None]) -> None:
+        """Look up again the parts of `keys` missing from `got`, in place: priced together, or
+        by an earlier shape of the same step that shares them (a bucket's token-level parts,
+        a decode group, a head)."""
+        stored = self._parts.find
+        for i, part in enumerate(got):
+            if part is None:
+                got[i] = stored(keys[i])
+
+    def _price_missing(
+        self,
+        shapes: list[MixedShape],
+        wanted: list[tuple[list[tuple[Any, ...]], list[float]]],
+        parts: list[list[Part | None]],
+    ) -> bool:
+        """Price together the chunk sets and kernel parts `shapes` lack (`parts` as looked up
+        for `wanted`'s keys), where that is exact; whether any was priced."""
+        chunk_sets: dict[tuple[object, ...], tuple[Chunk, ...]] = {}
+        kernels: dict[tuple[object, ...], tuple[float, float]] = {}
+        for shape, (keys, _), got in zip(shapes, wanted, parts, strict=True):
+            for key, part in zip(keys, got, strict=True):
+                if part is None and key[0] == "chunks":
+                    chunk_sets[key] = shape.chunks
+                elif part is None and key[0] == "elementwise":
+                    kernels[key] = (key[1], key[2])
+        stored = self._price_together(chunk_sets, attention_only=False)
+        return self._price_kernels_together(kernels) + stored > 0
 
     def prime_halves(self, shapes: Sequence[MixedShape]) -> None:
-        """`prime` for `halves_moe_s` of `shapes`: the chunk attention of each one's two
-        micro-batches that the memo lacks, all at once where that is exact."""
+        """For `halves_moe_s` of `shapes`: the chunk attention of each one's two micro-batches
+        that the memo lacks, priced all at once where that is exact (as `works` prices a
+        step's new chunk sets)."""
         missing: dict[tuple[object, ...], tuple[Chunk, ...]] = {}
         kernels: dict[tuple[object, ...], tuple[float, float]] = {}
         for shape in shapes:
@@ -180,30 +215,35 @@ class MixedRanks:
 
     def _price_kernels_together(
         self, missing: dict[tuple[object, ...], tuple[float, float]]
-    ) -> None:
-        """Store the kernel parts `kernel_parts` prices exactly of the `missing` pairs."""
+    ) -> int:
+        """Store the kernel parts `kernel_parts` prices exactly of the `missing` pairs; how
+        many were stored."""
         if len(missing) < 2:  # one pair: kernel by kernel costs no more
-            return
+            return 0
         keys = list(missing)
         priced = kernel_parts(self.pr, self.ctx, self.d.engine, [missing[k] for k in keys])
-        for key, ops in zip(keys, priced, strict=True):
-            if ops is not None:
-                moe_s = moe_layers_s(self.ctx.model, ops)
-                self._parts.put(key, Part(ops, total_seconds(ops), moe_s))
+        return self._store(keys, priced)
 
     def _price_together(
         self, missing: dict[tuple[object, ...], tuple[Chunk, ...]], attention_only: bool
-    ) -> None:
-        """Store the parts `chunk_parts` prices exactly of the `missing` chunk sets (by key)."""
+    ) -> int:
+        """Store the parts `chunk_parts` prices exactly of the `missing` chunk sets (by key);
+        how many were stored."""
         if len(missing) < 2:  # one set: op by op costs no more
-            return
+            return 0
         keys: list[tuple[object, ...]] = list(missing)
         sets = [missing[k] for k in keys]
-        priced = chunk_parts(self.pr, self.ctx, self.d, sets, attention_only)
+        return self._store(keys, chunk_parts(self.pr, self.ctx, self.d, sets, attention_only))
+
+    def _store(self, keys: list[tuple[object, ...]], priced: list[Ops | None]) -> int:
+        """Store the parts priced together (None: left to be priced one by one); how many."""
+        stored = 0
         for key, ops in zip(keys, priced, strict=True):
             if ops is not None:
                 moe_s = moe_layers_s(self.ctx.model, ops)
                 self._parts.put(key, Part(ops, total_seconds(ops), moe_s))
+                stored += 1
+        return stored
 
     def work(self, shape: MixedShape) -> MixedWork:
         """The rank's work at `shape`: the sum of its parts, the token-level ones interpolated
@@ -215,12 +255,12 @@ class MixedRanks:
         keys, weights = self._keys(shape)
         return self._assemble(shape, keys, weights, self._parts.find_many(keys))
 
-    def _keys(self, shape: MixedShape) -> tuple[list[tuple[object, ...]], list[float]]:
+    def _keys(self, shape: MixedShape) -> tuple[list[tuple[Any, ...]], list[float]]:
         """The keys of `shape`'s parts, with each one's weight: the token-level parts at the
         buckets around its tokens (as `_token_parts` has them), then its head, decode
         requests, chunks and the MTP module's token-level work over them."""
         decode, chunks, _, x, rows = shape
-        keys: list[tuple[object, ...]] = []
+        keys: list[tuple[Any, ...]] = []
         weights: list[float] = []
         for w, t in _between(shape.tokens):
             keys += (("tokens", t), ("elementwise", t, x))
@@ -233,16 +273,15 @@ class MixedRanks:
     def _assemble(
         self,
         shape: MixedShape,
-        keys: list[tuple[object, ...]],
+        keys: list[tuple[Any, ...]],
         weights: list[float],
         found: list[Part | None],
     ) -> MixedWork:
-        """`shape`'s work from its parts (`found`: as looked up, None where missing then),
-        the missing ones found or priced now; memoised by the shape."""
+        """`shape`'s work from its parts (`found`: as looked up, None where missing), the
+        missing ones priced now; memoised by the shape."""
         for i, p in enumerate(found):
             if p is None:
-                p = self._parts.find(keys[i])  # priced together, or by a shape before it
-                found[i] = self._price_part(keys[i], shape) if p is None else p
+                found[i] = self._price_part(keys[i], shape)
         parts = tuple(zip(weights, cast(list[Part], found), strict=True))
         seconds = moe_s = 0.0  # the parts in order, as `sum` adds them
         for w, p in parts:
@@ -252,22 +291,21 @@ class MixedRanks:
         self._works.put(shape, work)
         return work
 
-    def _price_part(self, key: tuple[object, ...], shape: MixedShape) -> Part:
+    def _price_part(self, key: tuple[Any, ...], shape: MixedShape) -> Part:
         """The part of `shape` that `_work` keys `key`, priced and stored."""
         pr, c, d, kind = self.pr, self.ctx, self.d, key[0]
-        n = cast(tuple[float, ...], key[1:])  # the numbers of a token-level key
         if kind == "tokens":
-            ops = token_ops(pr, c, d, self.gpu, n[0])
+            ops = token_ops(pr, c, d, self.gpu, key[1])
         elif kind == "elementwise":
-            ops = elementwise_ops(pr, c, n[0], n[1], d.engine)
+            ops = elementwise_ops(pr, c, key[1], key[2], d.engine)
         elif kind == "head":
-            ops = head_ops(pr, c, d, n[0])
+            ops = head_ops(pr, c, d, key[1])
         elif kind == "decode":
             ops = self._decode_ops(shape)
         elif kind == "chunks":
             ops = self._chunk_ops(shape)
         else:  # "chunk tokens"
-            ops = chunk_token_ops(pr, c, d, n[0], n[1], n[2], self._pieces.get)
+            ops = chunk_token_ops(pr, c, d, key[1], key[2], key[3], self._pieces.get)
         priced = Part(ops, total_seconds(ops), moe_layers_s(c.model, ops))
         self._parts.put(key, priced)
         return priced

@@ -142,10 +142,11 @@ def test_a_step_prices_alike_with_and_without_its_halves_primed() -> None:
     primed = []
     price_together = together._mixed._price_together
 
-    def spy(missing: dict, attention_only: bool) -> None:  # type: ignore[type-arg]
-        price_together(missing, attention_only)
+    def spy(missing: dict, attention_only: bool) -> int:  # type: ignore[type-arg]
+        stored = price_together(missing, attention_only)
         if attention_only:  # the sets priced together (the rest are left to op by op)
             primed.append(sum(k in together._mixed._parts for k in missing))  # type: ignore[union-attr]
+        return stored
 
     together._mixed._price_together = spy  # type: ignore[method-assign]
     rng = np.random.default_rng(3)
