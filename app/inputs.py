@@ -159,7 +159,10 @@ def deployment_cards(
                 key=f"dep{i}.layout", help=LAYOUT_HELP,
             )  # fmt: skip
             what = f"Deployment {i + 1}"
-            out.append(_unit(base, f"dep{i}", what) if layout == LAYOUTS[0] else _pd(base, i, what))
+            dep = _unit(base, f"dep{i}", what) if layout == LAYOUTS[0] else _pd(base, i, what)
+            if dep is not None:  # what the fields add up to, as they are edited
+                st.caption(f"{dep.total_gpus} GPUs: {dep.layout}")
+            out.append(dep)
     return out
 
 

@@ -233,8 +233,10 @@ def test_whatif_inputs_survive_a_page_switch(app_url: str, browser: object) -> N
     _set_number(page, "attn tp", 4)
     expect(page.get_by_label("attn tp", exact=True).nth(0)).to_have_value("4")
     # the box shows what was typed at once; the app holds it once the rerun Enter started has
-    # run (a page switch that interrupts that rerun, on a loaded machine, can lose it: seen
-    # once in CI), so switch as a user does, after the app has settled
+    # run (a page switch that interrupts that rerun, on a loaded machine, can lose it: seen in
+    # CI and under load, where the status widget had not shown yet), so switch as a user does,
+    # once the card's layout line, drawn by that rerun, shows the new value
+    page.get_by_text("8 GPUs: attn TP4 x DP2").wait_for(timeout=60_000)
     _idle(page)
     page.get_by_text("Physics", exact=True).click()
     page.get_by_text("DSA: sparse attention and its indexer").wait_for(timeout=60_000)
