@@ -20,6 +20,15 @@ from sim.engine.requests import IntArray, RequestTable
 IDS, RANK, KV, END, PAGES, ROOM = range(6)  # rows of the column buffer
 
 
+def leading(pos: IntArray) -> IntArray | slice:
+    """Ascending positions `pos` as the slice they make where they are the first len(pos) rows
+    (a colocated step's decode rows nearly always are: rows join at the end and start decoding
+    after a chunk or two), else `pos` itself: a slice reads and writes the columns in place,
+    where an index array gathers and scatters copies of them."""
+    n = pos.shape[0]
+    return slice(0, n) if n and int(pos[n - 1]) == n - 1 else pos
+
+
 class RunningSet:
     """Columns of length `n`: views into one (columns x capacity) buffer that grows by doubling.
 

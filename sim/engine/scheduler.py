@@ -24,7 +24,7 @@ import numpy as np
 from sim.cost.batch import BatchShape
 from sim.engine.admission import NONE_ADMITTED, RankBudget
 from sim.engine.requests import IntArray
-from sim.engine.running import RunningSet
+from sim.engine.running import RunningSet, leading
 
 if TYPE_CHECKING:
     from sim.engine.pool import Pool
@@ -204,7 +204,7 @@ def _batch(
     read-only views of the running set's columns, valid until the step is applied. A step of
     every running request passes the running set's own count per rank with it.
     """
-    sel = slice(None) if dec is None else dec
+    sel = slice(None) if dec is None else leading(dec)
     rank, kv = rs.rank[sel], rs.kv[sel]
     n_dec = int(rank.shape[0])
     new_dec = rs.verify_width(n_dec)

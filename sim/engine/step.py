@@ -14,7 +14,7 @@ import numpy as np
 from sim.cost.batch import StepCost
 from sim.engine.log import StepRecord
 from sim.engine.requests import EngineError, IntArray
-from sim.engine.running import END, IDS, KV, PAGES, RANK, RunningSet
+from sim.engine.running import END, IDS, KV, PAGES, RANK, RunningSet, leading
 from sim.engine.scheduler import StepPlan
 
 if TYPE_CHECKING:
@@ -51,13 +51,13 @@ def _decode(
         accept += int(np.count_nonzero(acc)) if pool.draft_tokens == 1 else int(acc.sum())
         tok = acc.astype(np.int64)  # a plain cast, far cheaper than a cast inside an add
         tok += 1
-    if plan.decode_pos is None:
-        kv, end = rs.kv, rs.end
+    pos = slice(None) if plan.decode_pos is None else leading(plan.decode_pos)
+    if isinstance(pos, slice):  # the decode rows lead the running set: in place
+        kv, end = rs.kv[pos], rs.end[pos]
         kv += tok
         done = (kv >= end).nonzero()[0]  # emitted the whole output, `over` tokens past it
         over = kv[done] - end[done]
     else:
-        pos = plan.decode_pos
         kv, end = rs.kv[pos] + tok, rs.end[pos]
         rs.kv[pos] = kv
         done_k = (kv >= end).nonzero()[0]

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from sim.cost.batch import BatchShape, StepCost
+from sim.engine import scheduler, step
 from sim.engine.kv import KvPages
 from sim.engine.log import rank_imbalance
 from sim.engine.requests import EngineError, RequestTable
-from sim.engine.running import END, IDS, RANK, RunningSet
+from sim.engine.running import END, IDS, RANK, RunningSet, leading
 from tests.builders import unit
 from tests.engine.fixed_cost import FixedCost, requests, run_trace
 
@@ -126,3 +127,41 @@ def test_an_illegal_transition_names_the_request_one_or_many() -> None:
         t.admit(ids[1:2], np.ones(1, dtype=np.int64))
     t.route(slice(2, 3), np.zeros(1, dtype=np.int64))  # legal: queued, by a slice of one
     assert int(t.rank[2]) == 0
+
+
+def test_decode_rows_leading_the_running_set_step_in_place_as_by_index(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A colocated step's decode rows are nearly always the running set's first rows, read and
+    advanced in place (`leading`); where a long prompt still prefills among them they are
+    gathered by index. Either way the same run, to the last token and second."""
+    rng = np.random.default_rng(4)
+    n = 300
+    rows = zip(np.sort(rng.uniform(0, 3, n)).tolist(), rng.integers(16, 3000, n).tolist(),
+               rng.integers(1, 60, n).tolist(), strict=True)  # fmt: skip
+    trace = requests(*rows)
+    dep = unit(4, mtp_draft_tokens=1, mtp_acceptance=(0.7,), chunked_prefill_tokens=1024)
+    cost = FixedCost(step_s=0.005, prefill_token_s=1e-6)
+    sliced: list[bool] = []
+
+    def spy(pos: np.ndarray) -> np.ndarray | slice:
+        got = leading(pos)
+        sliced.append(isinstance(got, slice))
+        return got
+
+    def run() -> tuple[list[np.ndarray], ...]:
+        out = run_trace(dep, cost, trace)
+        t, log = out.table, out.cluster.pools[0].log
+        return ([log.column(c) for c in ("start_s", "duration_s", "output_tokens")],
+                [t.first_token_s[:n], t.finish_s[:n], t.generated[:n]])  # fmt: skip
+
+    monkeypatch.setattr(step, "leading", spy)
+    monkeypatch.setattr(scheduler, "leading", spy)
+    in_place = run()
+    assert any(sliced) and not all(sliced)  # both paths taken
+    monkeypatch.setattr(step, "leading", lambda pos: pos)
+    monkeypatch.setattr(scheduler, "leading", lambda pos: pos)
+    by_index = run()
+    for a, b in zip(in_place, by_index, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
