@@ -271,10 +271,17 @@ class CalibratedCost:
     def _resources(self, grid: Grid, at: Mapping[str, float], attrs: Attrs) -> tuple[float, float]:
         """r of the table's op at on-grid `at` (the rest of its attributes from `attrs`) on the
         GPU it was measured on, at the profile's efficiencies."""
+        return self._over(grid, *self._work_at(grid, at, attrs))
+
+    def _work_at(self, grid: Grid, at: Mapping[str, float], attrs: Attrs) -> tuple[float, float]:
+        """FLOPs and bytes of the table's op at on-grid `at` (the rest from `attrs`)."""
         table = grid.table
         c = OP_TYPES[table.op].of({**attrs, **table.key, **at})
-        flops, bytes_ = c.work(self._mla, elem_bytes(table.dtype))
-        e_c, e_m = self._typical(table.op)
+        return c.work(self._mla, elem_bytes(table.dtype))
+
+    def _over(self, grid: Grid, flops: float, bytes_: float) -> tuple[float, float]:
+        """r of that work on `grid`'s GPU, at the profile's efficiencies."""
+        e_c, e_m = self._typical(grid.table.op)
         return flops / (grid.peak * e_c), bytes_ / (grid.bandwidth * e_m)
 
     def _fixed_s(self, grid: Grid) -> float:
@@ -303,10 +310,9 @@ class CalibratedCost:
         work = np.empty(len(grid.log_latency))
         for flat, idx in enumerate(np.ndindex(*sizes)):  # row-major, as `Grid.strides`
             at = {a: v[j] for (a, v), j in zip(axes.items(), idx, strict=True)}
-            k = _credit(
-                math.exp(grid.log_latency[flat]) - grid.fixed_s, self._resources(grid, at, {})
-            )
-            work[flat] = max(r * f for r, f in zip(self._resources(here, at, {}), k, strict=True))
+            done = self._work_at(grid, at, {})  # the same work on either GPU: counted once
+            k = _credit(math.exp(grid.log_latency[flat]) - grid.fixed_s, self._over(grid, *done))
+            work[flat] = max(r * f for r, f in zip(self._over(here, *done), k, strict=True))
         shaped = work.reshape(sizes)
         for axis in range(shaped.ndim):
             shaped = np.maximum.accumulate(shaped, axis=axis)
