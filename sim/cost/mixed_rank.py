@@ -25,7 +25,7 @@ come within 0.6% (ranks within 0.7%, mean -0.01%: `tests/cost/test_mixed_rank.py
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache, partial
 from typing import Any, cast
@@ -206,7 +206,7 @@ class MixedRanks:
     def _missing_kernels(
         self, shape: MixedShape, into: dict[tuple[object, ...], tuple[float, float]]
     ) -> None:
-        """Add the memory-bound kernel parts `_token_parts` will need for `shape` and the memo
+        """Add the memory-bound kernel parts `_token_keys` names for `shape` and the memo
         lacks, by key: (tokens at a bucket centre, expanded tokens)."""
         for _, t in _between(shape.tokens):
             key: tuple[object, ...] = ("elementwise", t, shape.expanded)
@@ -256,19 +256,36 @@ class MixedRanks:
         return self._assemble(shape, keys, weights, self._parts.find_many(keys))
 
     def _keys(self, shape: MixedShape) -> tuple[list[tuple[Any, ...]], list[float]]:
-        """The keys of `shape`'s parts, with each one's weight: the token-level parts at the
-        buckets around its tokens (as `_token_parts` has them), then its head, decode
-        requests, chunks and the MTP module's token-level work over them."""
-        decode, chunks, _, x, rows = shape
-        keys: list[tuple[Any, ...]] = []
-        weights: list[float] = []
-        for w, t in _between(shape.tokens):
-            keys += (("tokens", t), ("elementwise", t, x))
-            weights += (w, w)
-        keys += (("head", rows), ("decode", decode), ("chunks", chunks))
+        """The keys of `shape`'s parts, with each one's weight: its token-level parts
+        (`_token_keys`), then its head, decode requests, chunks and the MTP module's
+        token-level work over them."""
+        keys, weights = self._token_keys(shape)
+        keys += (("head", shape.rows), ("decode", shape.decode), ("chunks", shape.chunks))
         keys.append(("chunk tokens", *shape.chunk_work))
         weights += (1.0, 1.0, 1.0, 1.0)
         return keys, weights
+
+    @staticmethod
+    def _token_keys(shape: MixedShape) -> tuple[list[tuple[Any, ...]], list[float]]:
+        """The keys of the token-level parts (projections, router, shared experts, dense MLP,
+        TP all-reduce; the memory-bound kernels of a rank not all decode), each at a bucket
+        centre around the rank's tokens, weighted to interpolate between them."""
+        keys: list[tuple[Any, ...]] = []
+        weights: list[float] = []
+        for w, t in _between(shape.tokens):
+            keys += (("tokens", t), ("elementwise", t, shape.expanded))
+            weights += (w, w)
+        return keys, weights
+
+    def _complete(
+        self, shape: MixedShape, keys: list[tuple[Any, ...]], found: list[Part | None]
+    ) -> list[Part]:
+        """`found` (the parts of `keys` as looked up, None where missing) with the missing
+        ones priced now, in place."""
+        for i, p in enumerate(found):
+            if p is None:
+                found[i] = self._price_part(keys[i], shape)
+        return cast(list[Part], found)
 
     def _assemble(
         self,
@@ -279,10 +296,7 @@ class MixedRanks:
     ) -> MixedWork:
         """`shape`'s work from its parts (`found`: as looked up, None where missing), the
         missing ones priced now; memoised by the shape."""
-        for i, p in enumerate(found):
-            if p is None:
-                found[i] = self._price_part(keys[i], shape)
-        parts = tuple(zip(weights, cast(list[Part], found), strict=True))
+        parts = tuple(zip(weights, self._complete(shape, keys, found), strict=True))
         seconds = moe_s = 0.0  # the parts in order, as `sum` adds them
         for w, p in parts:
             seconds += w * p.seconds
@@ -292,7 +306,7 @@ class MixedRanks:
         return work
 
     def _price_part(self, key: tuple[Any, ...], shape: MixedShape) -> Part:
-        """The part of `shape` that `_work` keys `key`, priced and stored."""
+        """The part of `shape` that `key` names (`_keys`, `moe_s`), priced and stored."""
         pr, c, d, kind = self.pr, self.ctx, self.d, key[0]
         if kind == "tokens":
             ops = token_ops(pr, c, d, self.gpu, key[1])
@@ -304,6 +318,10 @@ class MixedRanks:
             ops = self._decode_ops(shape)
         elif kind == "chunks":
             ops = self._chunk_ops(shape)
+        elif kind == "decode attention":
+            ops = self._decode_attention(shape)
+        elif kind == "chunk attention":
+            ops = self._chunk_attention(shape)
         else:  # "chunk tokens"
             ops = chunk_token_ops(pr, c, d, key[1], key[2], key[3], self._pieces.get)
         priced = Part(ops, total_seconds(ops), moe_layers_s(c.model, ops))
@@ -315,12 +333,12 @@ class MixedRanks:
         MTP passes (draft and extend) add none (`moe_layer_share` 0), so they are not priced
         (nor the chunk part's MTP layer: `chunk_attention_ops`). The same terms in the same
         order, less the zeros: the same float."""
-        parts = self._token_parts(shape)
-        decode = self._part(("decode attention", shape.decode), self._decode_attention, shape)
-        chunks = self._part(("chunk attention", shape.chunks), self._chunk_attention, shape)
-        parts += [(1.0, decode), (1.0, chunks)]
+        keys, weights = self._token_keys(shape)
+        keys += (("decode attention", shape.decode), ("chunk attention", shape.chunks))
+        weights += (1.0, 1.0)
+        parts = self._complete(shape, keys, self._parts.find_many(keys))
         moe_s = 0.0
-        for w, p in parts:
+        for w, p in zip(weights, parts, strict=True):
             moe_s += w * p.moe_s
         return moe_s
 
@@ -338,29 +356,6 @@ class MixedRanks:
         """`halves(shape)`, memoised by what it depends on (`prime_halves` splits the shapes
         whose halves it prices, `halves_moe_s` then finds them)."""
         return self._splits.get((shape.decode, shape.chunks), partial(halves, shape))
-
-    def _token_parts(self, shape: MixedShape) -> list[tuple[float, Part]]:
-        """The token-level parts (projections, router, shared experts, dense MLP, TP
-        all-reduce; the memory-bound kernels), interpolated between the buckets around the
-        rank's tokens."""
-        pr, c, d, x, part = self.pr, self.ctx, self.d, shape.expanded, self._part
-        parts: list[tuple[float, Part]] = []
-        for w, t in _between(shape.tokens):
-            parts.append((w, part(("tokens", t), token_ops, pr, c, d, self.gpu, t)))
-            # a rank running chunks is not all decode
-            parts.append((w, part(("elementwise", t, x), elementwise_ops, pr, c, t, x, d.engine)))
-        return parts
-
-    def _part(self, key: tuple[object, ...], price: Callable[..., Ops], *args: object) -> Part:
-        """The part stored for `key`, or `price(*args)`'s ops stored as it (a rank's parts
-        nearly all hit: no closure is built for a hit)."""
-        found = self._parts.find(key)
-        if found is not None:
-            return found
-        ops = price(*args)
-        priced = Part(ops, total_seconds(ops), moe_layers_s(self.ctx.model, ops))
-        self._parts.put(key, priced)
-        return priced
 
     def _decode_ops(self, shape: MixedShape) -> Ops:
         return decode_ops(self.pr, self.ctx, self.d, self._decode(shape), self._pieces.get)
