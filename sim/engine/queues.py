@@ -6,7 +6,8 @@ arrays (`head_ids`, `head_pages`, `head_tokens`), so a scheduler finds the ranks
 anything in one vectorised test. The entries behind each head are a chain through one pool of
 slots (numpy arrays: id, pages, tokens, next slot), with each rank's first and last slot:
 a step's arrivals join their queues, and admitted heads hand over to the entry behind them, in
-a few array operations whatever their number; a walk of a few queues reads them in order
+a few array operations whatever their number (a few arrivals, the usual step of a closed loop,
+are linked one by one in scalar arithmetic); a walk of a few queues reads them in order
 (`front`) and drops what it took (`drop_fronts`). Freed slots are reused, so the pool grows
 only with the most entries queued at once.
 
@@ -26,6 +27,9 @@ from sim.engine.requests import IntArray
 
 Entry = tuple[int, int, int]  # (request id, KV pages needed, prefill tokens to compute)
 _NO_SLOT = -1
+# `push_many` of at most this many entries queues them one by one: numpy's per-call cost
+# would be most of the work (the app's closed loops release one to four requests a step)
+FEW_ARRIVALS = 8
 # `admissible` of a one-rank unit: its rank 0, or none (read-only)
 _RANK_ZERO, _NO_RANKS = np.zeros(1, dtype=np.intp), np.zeros(0, dtype=np.intp)
 _RANK_ZERO.flags.writeable = _NO_RANKS.flags.writeable = False
@@ -89,12 +93,10 @@ class RankQueues:
         n = ranks.shape[0]
         if not n:
             return
-        if n == 1 and not self.length[int(ranks[0])]:  # one arrival on an empty queue
-            at, pg = int(ranks[0]), int(pages[0])
-            self.head_ids[at], self.head_pages[at], self.head_tokens[at] = (
-                int(ids[0]), pg, int(tokens[0])
-            )  # fmt: skip
-            self.length[at], self.queued_pages[at] = 1, pg
+        if n <= FEW_ARRIVALS:  # a closed loop's usual step: one by one, in scalar arithmetic
+            columns = (ranks.tolist(), ids.tolist(), pages.tolist(), tokens.tolist())
+            for at, i, p, t in zip(*columns, strict=True):
+                self._push_one(at, i, p, t)
             return
         was_empty = self.length[ranks] == 0
         if np.count_nonzero(was_empty) == n and int(
@@ -136,6 +138,28 @@ class RankQueues:
             self._last[rb[last]] = s[last]
         np.add.at(self.length, ranks, 1)
         np.add.at(self.queued_pages, ranks, pages)
+
+    def _push_one(self, at: int, i: int, pages: int, tokens: int) -> None:
+        """`push_many` of one entry: the head of an empty queue, or linked behind its last."""
+        if not self.length[at]:
+            self.head_ids[at], self.head_pages[at], self.head_tokens[at] = i, pages, tokens
+            self.length[at], self.queued_pages[at] = 1, pages
+            return
+        if not self._n_free:
+            s = int(self._take_slots(1)[0])
+        else:
+            self._n_free -= 1
+            s = int(self._free[self._n_free])
+        slot = self._slot
+        slot[0, s], slot[1, s], slot[2, s], slot[3, s] = i, pages, tokens, _NO_SLOT
+        tail = int(self._last[at])
+        if tail == _NO_SLOT:
+            self._first[at] = s
+        else:
+            slot[3, tail] = s
+        self._last[at] = s
+        self.length[at] += 1
+        self.queued_pages[at] += pages
 
     def push_front(self, r: int, entries: list[Entry]) -> None:
         """Put `entries` (oldest first) ahead of everything queued on rank r."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engine.queues import RankQueues
+from sim.engine.queues import FEW_ARRIVALS, RankQueues
 
 
 def _heads_match(q: RankQueues) -> None:
@@ -80,8 +80,8 @@ def test_random_operations_match_a_list_per_rank() -> None:
     for _ in range(400):
         op = rng.integers(4)
         busy = [r for r in range(ranks) if model[r]]
-        if op == 0 or not busy:  # arrivals, some ranks more than once
-            n = int(rng.integers(1, 9))
+        if op == 0 or not busy:  # arrivals, some ranks more than once, few and many
+            n = int(rng.integers(1, 3 * FEW_ARRIVALS))
             at = rng.integers(0, ranks, n)
             ids = np.arange(next_id, next_id + n)
             pages, tokens = rng.integers(1, 50, n), rng.integers(0, 3, n) * 100
@@ -124,3 +124,21 @@ def test_slot_pool_stays_at_the_most_entries_queued_at_once() -> None:
         q.push_many(six, np.arange(6) + 6 * i, six + 1, six)
         q.drop_fronts([0], [6])
     assert q.length.tolist() == [0, 0] and q._slot.shape[1] == 8
+
+
+def test_single_arrivals_queue_behind_their_heads_as_bursts_do() -> None:
+    """One arrival at a time (a closed loop's usual step) takes the scalar path: queued
+    behind the head in order, the slot pool growing from one slot, as a burst would queue."""
+    one, burst = RankQueues(3, slots=1), RankQueues(3, slots=1)
+    at = np.array([0, 2, 0, 0, 1, 2, 0, 2, 2, 0, 1, 0])
+    ids = np.arange(at.shape[0])
+    pages, tokens = ids % 5 + 1, ids % 3 * 100
+    for k in range(at.shape[0]):
+        one.push_many(at[k : k + 1], ids[k : k + 1], pages[k : k + 1], tokens[k : k + 1])
+    burst.push_many(at, ids, pages, tokens)
+    for r in range(3):
+        assert list(one.front(r)) == list(burst.front(r))
+        assert [e[0] for e in one.front(r)] == ids[at == r].tolist()
+    assert one.length.tolist() == burst.length.tolist() == [6, 2, 4]
+    assert one.queued_pages.tolist() == burst.queued_pages.tolist()
+    _heads_match(one)
