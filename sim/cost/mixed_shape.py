@@ -17,6 +17,7 @@ exactly (its token-level work is interpolated between buckets, `sim.cost.mixed_r
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -253,6 +254,9 @@ def _one_rank(
     return MixedShape(groups, tuple(sorted(chunks[0])), tokens, x[0], rows)
 
 
+# remembered: prompts of one length chunk alike step after step (the app's default What-if
+# rounds a handful of chunks in most of its steps)
+@lru_cache(maxsize=4096)
 def _rounded_chunk(q: int, k: int) -> tuple[float, float]:
     """`_rounded_chunks` of one chunk (`q` new tokens, `k` context) in scalar arithmetic: the
     same buckets and centres, the same sum."""
