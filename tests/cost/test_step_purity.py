@@ -6,6 +6,8 @@ rounded load (`CommLoad.rounded`), so a step costs the same fresh and after any 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -124,3 +126,37 @@ def test_many_lookups_at_once_hit_miss_and_evict_as_one_at_a_time() -> None:
     assert many.get_many(keys, value) == want
     assert calls == [1, 2, 3, 4, 2, 5]  # 2 was evicted by 4, so it is priced again
     assert list(many._entries) == list(one._entries) == [1, 5, 2]
+
+
+class _NoMemo:
+    """A memo that remembers nothing: every lookup prices afresh."""
+
+    def get(self, key: object, compute: Callable[[], float]) -> float:
+        return compute()
+
+
+def test_a_decode_steps_remembered_saving_is_the_saving_priced_afresh() -> None:
+    """Two-batch overlap's saving of a decode-only step is remembered by its critical rank's
+    shape and time, its load and its unit-wide ops. Steps whose critical rank repeats while the
+    other ranks, and so the load, change must each get their own saving, and the same one a
+    model that remembers nothing prices."""
+    rng = np.random.default_rng(11)
+    d = Deployment(name="dp8_tbo", attn_tp=1, two_batch_overlap=True)
+    p = load_profile("h200-sglang")
+    kept, afresh = ServingCostModel(V3, H200, d, p), ServingCostModel(V3, H200, d, p)
+    afresh._tbo._decode_saved = _NoMemo()  # type: ignore[assignment]
+    crit_kv = rng.integers(4_000, 8_000, 48)  # rank 0: the same 48 requests every step
+    saved = set()
+    for _ in range(24):
+        counts = np.concatenate([[48], rng.integers(2, 33, 7)])
+        rank = np.repeat(np.arange(8), counts)
+        kv = np.concatenate([crit_kv, rng.integers(100, 2_000, int(counts[1:].sum()))])
+        b = BatchShape(
+            num_ranks=8, rank=rank, new_tokens=np.ones(rank.size, dtype=np.int64),
+            kv_tokens=kv, is_decode=np.ones(rank.size, dtype=bool),
+        )  # fmt: skip
+        a, f = kept.step_cost(b), afresh.step_cost(b)
+        assert_identical(a, f)
+        saved.add(a.overlap_saved_s)
+    assert len(saved) > 4  # the loads changed the saving ...
+    assert 0 < len(kept._tbo._decode_saved._entries) < 24  # ... and some steps were remembered
