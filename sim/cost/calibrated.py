@@ -121,13 +121,13 @@ class CalibratedCost:
         self._mla: MlaSpec | None = shape.mla_spec() if shape else None
         self._launch_s = profile.roofline.launch_overhead_us.value * 1e-6
         self._no_table_launch_s = self._launch_s if launch_s is None else launch_s
+        # each table's grid as measured; a borrowed compute table is carried to `gpu` when a
+        # query first reads it (`_here`): a run reads a few of a profile's ~170 tables
         self._grids: dict[str, list[Grid]] = {}
         for table in profile.tables:
             grid = Grid.of(table, measured_on)
-            grid = replace(grid, fixed_s=self._fixed_s(grid))
-            if self._borrowed and table.op not in COMM_OPS:
-                grid = self._carried(grid)
-            self._grids.setdefault(table.op, []).append(grid)
+            self._grids.setdefault(table.op, []).append(replace(grid, fixed_s=self._fixed_s(grid)))
+        self._carried_grids: dict[int, Grid] = {}  # by the measured grid's id
         self._choice: dict[tuple[object, ...], tuple[list[Grid], float]] = {}
         self._slices: BoundedCache[tuple[object, ...], NDArray[np.float64]] = BoundedCache(SLICES)
 
@@ -219,7 +219,18 @@ class CalibratedCost:
             self._choice[cache_key] = self._nearest(op, attrs, dtype)
         grids, key_distance = self._choice[cache_key]
         # a staircase of grids at one key: the one the query lies nearest (then the larger)
-        return min(grids, key=lambda g: (g.clamp(attrs)[1], -len(g.table.points))), key_distance
+        nearest = min(grids, key=lambda g: (g.clamp(attrs)[1], -len(g.table.points)))
+        return self._here(nearest), key_distance
+
+    def _here(self, grid: Grid) -> Grid:
+        """`grid` as this GPU runs it: a borrowed compute table carried here (`_carried`, once
+        per table: its id then keys its slices), any other as measured."""
+        if not self._borrowed or grid.table.op in COMM_OPS:
+            return grid
+        carried = self._carried_grids.get(id(grid))
+        if carried is None:
+            carried = self._carried_grids[id(grid)] = self._carried(grid)
+        return carried
 
     def axis_values(self, op: Op, axis: str, dtype: str = "bf16") -> tuple[float, ...]:
         """The values along `axis` of the table `op` is read from (one for a key attribute;

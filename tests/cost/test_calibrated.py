@@ -201,6 +201,24 @@ def test_a_profile_from_another_gpu_lends_efficiency_and_keeps_fixed_latency() -
     assert decode_us(on_h20, 1, 1024).seconds * 1e6 == pytest.approx(25.096, rel=0.15)
 
 
+def test_a_lent_profile_carries_a_table_when_a_query_first_reads_it_once() -> None:
+    """A profile lent to another GPU carries its tables there as queries read them (a run reads
+    a few of its tables), each once; what a query gets does not depend on which tables were
+    read before it."""
+    profile, h200 = load_profile("h800-published"), load_gpu("h200")
+    first = CalibratedCost(profile, h200, profile_gpu=H800)
+    assert not first._carried_grids  # nothing carried before a query
+    shapes = [(32, 1024), (128, 16384), (64, 4096)]
+    ahead = [decode_us(first, b, kv).seconds for b, kv in shapes]
+    carried = dict(first._carried_grids)
+    assert 0 < len(carried) < len(profile.tables)
+    assert [decode_us(first, b, kv).seconds for b, kv in shapes] == ahead
+    assert all(first._carried_grids[k] is g for k, g in carried.items())  # carried once
+    second = CalibratedCost(profile, h200, profile_gpu=H800)
+    behind = [decode_us(second, b, kv).seconds for b, kv in reversed(shapes)]
+    assert behind[::-1] == ahead
+
+
 def test_a_table_answers_its_rate_directly_and_the_pricer_asks_once(h800: CalibratedCost) -> None:
     """The rate at a grid point prices that point's own work at its latency; the Pricer takes
     each shape's rate from one call (nothing backed out of latencies by probing)."""
