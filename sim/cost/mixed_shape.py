@@ -59,6 +59,9 @@ class MixedShape(NamedTuple):
     def chunk_work(self) -> tuple[float, float, float]:
         """The chunks' tokens (rounded), expanded tokens (rounded, as `expanded`) and the
         ones completing their prompt: what the MTP extend's token-level work depends on."""
+        if len(self.chunks) == 1:  # nearly every chunk rank: the same figures, no generators
+            ((_, new, _, samples),) = self.chunks
+            return round_to_bucket(new), self.expanded, 1.0 if samples else 0.0
         tokens = round_to_bucket(sum(c[1] for c in self.chunks))
         return tokens, self.expanded, float(sum(1 for c in self.chunks if c[3]))
 

@@ -140,3 +140,20 @@ def test_a_step_is_priced_the_same_whatever_the_order_of_its_segments(model: str
         assert {k: v.seconds for k, v in first.ops.items()} == {
             k: v.seconds for k, v in other.ops.items()
         }
+
+
+def test_chunk_work_of_one_chunk_is_the_sum_over_its_chunks() -> None:
+    """A one-chunk rank's MTP extend figures (read off its chunk) are those the sums over the
+    chunks give: its rounded tokens, its expanded tokens, 1 or 0 prompts completed."""
+    from sim.cost.memo import round_to_bucket
+    from sim.cost.mixed_shape import MixedShape
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        path, new, done = int(rng.integers(0, 4)), float(rng.integers(1, 9000)), rng.random() < 0.5
+        chunk = (path, new, new + float(rng.choice([0, 700, 40_000])), bool(done))
+        shape = MixedShape((), (chunk,), new, float(rng.choice([0.0, 2048.0])), 3.0)
+        summed = (round_to_bucket(sum(c[1] for c in shape.chunks)), shape.expanded,
+                  float(sum(1 for c in shape.chunks if c[3])))  # fmt: skip
+        assert shape.chunk_work == summed
+        assert type(shape.chunk_work[2]) is float
