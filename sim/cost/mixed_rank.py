@@ -122,6 +122,8 @@ class MixedRanks:
         )
         # pieces of parts keyed by what sets them (`layer_ops.Memo`): the MTP passes' kernels
         self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(PART_MEMO_ENTRIES)
+        # each part's seconds by its key, for `seconds` (a plain dict: no recency to keep)
+        self._part_s: dict[tuple[object, ...], float] = {}
 
     def works(self, shapes: Sequence[MixedShape]) -> list[MixedWork]:
         """`work` of each of `shapes` (a step's ranks with chunks, in order), each shape hashed
@@ -157,6 +159,38 @@ class MixedRanks:
                 found[j] = self._assemble(new[k], keys, weights, got)
                 k += 1
         return cast(list[MixedWork], found)
+
+    def seconds(self, shapes: Sequence[MixedShape]) -> list[float]:
+        """`work(shape).seconds` of each of `shapes`: its parts' seconds added in the order
+        `_assemble` adds them (the same float) where each part was priced before; the shapes
+        with a part not priced yet go through `works`, which prices it. A step run whole needs
+        no other chunk rank's work (`ServingCostModel`), so most shapes are never assembled."""
+        find, got = self._works.find, self._part_s.get
+        out: list[float] = []
+        lacking: list[int] = []
+        for i, shape in enumerate(shapes):
+            work = find(shape)  # a shape that repeats (a prompt of one length): its work
+            if work is not None:
+                out.append(work.seconds)
+                continue
+            keys, weights = self._keys(shape)
+            s = 0.0
+            for key, w in zip(keys, weights, strict=True):
+                part_s = got(key)
+                if part_s is None:
+                    lacking.append(i)
+                    break
+                s += w * part_s
+            out.append(s)
+        if lacking:
+            if len(self._part_s) > PART_MEMO_ENTRIES:  # values of their keys alone: refilled
+                self._part_s.clear()
+            new = [shapes[i] for i in lacking]
+            for i, shape, work in zip(lacking, new, self.works(new), strict=True):
+                keys, _ = self._keys(shape)
+                self._part_s.update(zip(keys, (p.seconds for _, p in work.parts), strict=True))
+                out[i] = work.seconds
+        return out
 
     def _refresh(self, keys: list[tuple[Any, ...]], got: list[Part | None]) -> None:
         """Look up again the parts of `keys` missing from `got`, in place: priced together, or

@@ -220,25 +220,46 @@ class ServingCostModel:
         if not decode_only:
             mixed[rank[sums.n :] if sums is not None else rank[~dec]] = True
         busy_decode = ~mixed & (n_r > 0)
+        # SGLang splits a step into two micro-batches only when every busy DP rank runs the same
+        # forward mode: all extend (a prefill chunk, decode requests alongside or not) or all
+        # decode; a step where some ranks prefill while others decode runs whole
+        modes_agree = decode_only or not np.count_nonzero(busy_decode)
+        splits = self.deployment.two_batch_overlap and modes_agree
         uniform = self._uniform_decode(batch, n_r) if decode_only and one_width else None
         shapes: Sequence[Shape]
         works: Sequence[RankWork | MixedWork]
+        crit_work: RankWork | MixedWork | None = None
         if uniform is not None:
             shapes, works, index, rank_s = uniform
         else:
             shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r, sums)
             # ranks with chunks come first, priced by parts; decode ranks' shapes whole
             n_mixed = int(np.count_nonzero(mixed)) if self._mixed is not None else 0
-            priced: list[RankWork | MixedWork] = []
-            if n_mixed and self._mixed is not None:
-                priced += self._mixed.works(cast(list[MixedShape], shapes[:n_mixed]))
             whole = cast(list[RankShape], shapes[n_mixed:])
-            priced += self._rank_memo.get_many(whole, self._price_rank)
-            works = priced
-            totals = np.asarray([w.seconds for w in works] + [0.0])
-            rank_s = totals[index]  # idle ranks index the trailing 0
-        crit = int(rank_s.argmax())
-        crit_work = works[int(index[crit])]
+            priced: list[RankWork | MixedWork] = []
+            if n_mixed > 1 and self._mixed is not None and not splits:
+                # a step run whole needs its chunk ranks' seconds and its slowest rank's ops:
+                # the work of one chunk rank at most, not of each
+                chunk_shapes = cast(list[MixedShape], shapes[:n_mixed])
+                found = self._rank_memo.get_many(whole, self._price_rank)
+                seconds = self._mixed.seconds(chunk_shapes) + [w.seconds for w in found]
+                rank_s = np.asarray([*seconds, 0.0])[index]  # idle ranks index the trailing 0
+                crit = int(rank_s.argmax())
+                at = int(index[crit])
+                crit_work = (
+                    self._mixed.work(chunk_shapes[at]) if at < n_mixed else found[at - n_mixed]
+                )
+                works = ()
+            else:
+                if n_mixed and self._mixed is not None:
+                    priced += self._mixed.works(cast(list[MixedShape], shapes[:n_mixed]))
+                priced += self._rank_memo.get_many(whole, self._price_rank)
+                works = priced
+                totals = np.asarray([w.seconds for w in works] + [0.0])
+                rank_s = totals[index]  # idle ranks index the trailing 0
+        if crit_work is None:
+            crit = int(rank_s.argmax())
+            crit_work = works[int(index[crit])]
         mtp = self.deployment.mtp_draft_tokens > 0
         # a decode-only step's requests per rank are its decode requests: counted once
         counted = n_r if decode_only else None
@@ -255,11 +276,7 @@ class ServingCostModel:
         else:
             ops, duration = self._merged(crit_work.ops, unit_ops)
         saved = 0.0
-        # SGLang splits a step into two micro-batches only when every busy DP rank runs the same
-        # forward mode: all extend (a prefill chunk, decode requests alongside or not) or all
-        # decode; a step where some ranks prefill while others decode runs whole
-        modes_agree = decode_only or not np.count_nonzero(busy_decode)
-        if self.deployment.two_batch_overlap and modes_agree and comm_time(unit_ops) > 0:
+        if splits and comm_time(unit_ops) > 0:
             args = (batch, n_r, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops)
             saved = self._tbo.saved_s(*args)
             duration -= saved

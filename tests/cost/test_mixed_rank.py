@@ -160,3 +160,49 @@ def test_a_steps_shapes_priced_together_are_each_shapes_work_priced_alone() -> N
         assert (work.seconds, work.moe_s) == (one.seconds, one.moe_s)
         assert work.ops == one.ops
     assert together._mixed.works(batch[:2]) == works[:2]  # from the memo now
+
+
+def test_chunk_rank_seconds_added_from_priced_parts_are_their_works_seconds() -> None:
+    """`seconds` adds a shape's parts' seconds where each was priced before, and prices the
+    rest through `works`: each figure the same float as the shape's work on a fresh model,
+    for shapes met before, shapes new but made of parts met before (their tokens moved
+    between the same bucket centres), and shapes with new parts."""
+    d = Deployment(name="dp8_mtp", attn_tp=1, mtp_draft_tokens=1, mtp_acceptance=(0.8,))
+    profile = load_profile("h200-sglang")
+    model, fresh = (ServingCostModel(V3, H200, d, profile) for _ in range(2))
+    assert model._mixed is not None and fresh._mixed is not None
+    rng = np.random.default_rng(17)
+    shapes = []
+    for _ in range(3):
+        b = mixed_batch(rng, d.attn_dp)
+        n_r = np.bincount(b.rank, minlength=b.num_ranks)
+        mixed = np.zeros(b.num_ranks, dtype=bool)
+        mixed[b.rank[~b.is_decode]] = True
+        tokens_r = np.bincount(b.rank, weights=b.new_tokens.astype(np.float64))
+        got, _ = model._rank_shapes(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r)
+        shapes += [s for s in got if isinstance(s, MixedShape)]
+    moved = []  # new shapes whose parts are all priced: tokens between the same two centres
+    for s in shapes:
+        (_, lo), *rest = _between(s.tokens)
+        if rest:
+            moved.append(s._replace(tokens=(lo + rest[0][1]) / 2))
+    assert moved
+    priced: list[int] = []
+    works = model._mixed.works
+
+    def spy(new: list[MixedShape]) -> list:
+        priced.append(len(new))
+        return works(new)
+
+    model._mixed.works = spy  # type: ignore[method-assign]
+    first = model._mixed.seconds(shapes)
+    assert priced == [len(shapes)]  # every part new: all through `works`
+    both = [*shapes, *moved, *shapes[:2]]
+    again = model._mixed.seconds(both)
+    assert priced == [len(shapes)]  # every part priced before: none through `works`
+    assert again[: len(shapes)] == first
+    other = MixedShape(shapes[0].decode, shapes[1].chunks, 4_321.0, 0.0, 7.0)
+    assert model._mixed.seconds([other]) == [fresh._mixed.work(other).seconds]
+    assert priced[-1] == 1  # new token and head parts priced
+    for shape, s in zip(both, again, strict=True):
+        assert s == fresh._mixed.work(shape).seconds
