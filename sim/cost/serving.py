@@ -226,39 +226,34 @@ class ServingCostModel:
         modes_agree = decode_only or not np.count_nonzero(busy_decode)
         splits = self.deployment.two_batch_overlap and modes_agree
         uniform = self._uniform_decode(batch, n_r) if decode_only and one_width else None
-        shapes: Sequence[Shape]
-        works: Sequence[RankWork | MixedWork]
+        # a step of several chunk ranks that runs whole needs their seconds and its slowest
+        # rank's ops alone: the work of one rank, not of each (`_whole_with_chunks`)
+        whole_step = not splits and int(np.count_nonzero(mixed)) > 1
+        shapes: Sequence[Shape] = ()
+        works: Sequence[RankWork | MixedWork] = ()
+        index: NDArray[np.intp]
         crit_work: RankWork | MixedWork | None = None
         if uniform is not None:
             shapes, works, index, rank_s = uniform
+        elif whole_step and sums is not None and self._mixed is not None:
+            rank_s, crit_work = self._whole_with_chunks(
+                batch, n_r, mixed, busy_decode, tokens_r, sums
+            )
+            index = np.zeros(0, dtype=np.intp)
         else:
             shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r, sums)
             # ranks with chunks come first, priced by parts; decode ranks' shapes whole
             n_mixed = int(np.count_nonzero(mixed)) if self._mixed is not None else 0
-            whole = cast(list[RankShape], shapes[n_mixed:])
             priced: list[RankWork | MixedWork] = []
-            if n_mixed > 1 and self._mixed is not None and not splits:
-                # a step run whole needs its chunk ranks' seconds and its slowest rank's ops:
-                # the work of one chunk rank at most, not of each
-                chunk_shapes = cast(list[MixedShape], shapes[:n_mixed])
-                found = self._rank_memo.get_many(whole, self._price_rank)
-                seconds = self._mixed.seconds(chunk_shapes) + [w.seconds for w in found]
-                rank_s = np.asarray([*seconds, 0.0])[index]  # idle ranks index the trailing 0
-                crit = int(rank_s.argmax())
-                at = int(index[crit])
-                crit_work = (
-                    self._mixed.work(chunk_shapes[at]) if at < n_mixed else found[at - n_mixed]
-                )
-                works = ()
-            else:
-                if n_mixed and self._mixed is not None:
-                    priced += self._mixed.works(cast(list[MixedShape], shapes[:n_mixed]))
-                priced += self._rank_memo.get_many(whole, self._price_rank)
-                works = priced
-                totals = np.asarray([w.seconds for w in works] + [0.0])
-                rank_s = totals[index]  # idle ranks index the trailing 0
+            if n_mixed and self._mixed is not None:
+                priced += self._mixed.works(cast(list[MixedShape], shapes[:n_mixed]))
+            whole = cast(list[RankShape], shapes[n_mixed:])
+            priced += self._rank_memo.get_many(whole, self._price_rank)
+            works = priced
+            totals = np.asarray([w.seconds for w in works] + [0.0])
+            rank_s = totals[index]  # idle ranks index the trailing 0
+        crit = int(rank_s.argmax())
         if crit_work is None:
-            crit = int(rank_s.argmax())
             crit_work = works[int(index[crit])]
         mtp = self.deployment.mtp_draft_tokens > 0
         # a decode-only step's requests per rank are its decode requests: counted once
@@ -294,6 +289,33 @@ class ServingCostModel:
             launch_s=self.launch_s,
             launch_label=self._launch_label,
         )
+
+    def _whole_with_chunks(
+        self,
+        batch: BatchShape,
+        n_r: np.ndarray,
+        mixed: np.ndarray,
+        busy_decode: np.ndarray,
+        tokens_r: np.ndarray,
+        sums: DecodeSums,
+    ) -> tuple[np.ndarray, RankWork | MixedWork]:
+        """Each rank's own seconds, and the slowest rank's work, of a step with several chunk
+        ranks that runs whole (its decode side counted, `sums`): the chunk ranks' seconds from
+        their parts (`MixedRanks.seconds`), the decode ranks' from the decode table, as
+        `_rank_shapes` and the memos give them; only the slowest rank's work is assembled."""
+        assert self._mixed is not None
+        chunk_ranks = mixed.nonzero()[0]
+        shapes = mixed_shapes(batch, mixed, chunk_ranks.tolist(), self._paths, tokens_r, sums)
+        rank_s = np.zeros(batch.num_ranks)
+        rank_s[chunk_ranks] = self._mixed.seconds(shapes)
+        rs = busy_decode.nonzero()[0]
+        table = self._decode_table
+        slots, seconds = table.lookup(n_r[rs], sums.kv_sum[rs], sums.width, sums.path, batch.size)
+        rank_s[rs] = seconds
+        crit = int(rank_s.argmax())
+        if mixed[crit]:
+            return rank_s, self._mixed.work(shapes[int(np.searchsorted(chunk_ranks, crit))])
+        return rank_s, table.works[int(slots[int(np.searchsorted(rs, crit))])]
 
     def _uniform_decode(
         self, batch: BatchShape, n_r: np.ndarray

@@ -9,6 +9,7 @@ import pytest
 from sim.catalog import load_gpu, load_model
 from sim.catalog.profiles import load_profile
 from sim.cost.batch import BatchShape
+from sim.cost.decode_sums import decode_sums
 from sim.cost.layer_ops import RankSegments
 from sim.cost.memo import BoundedCache, centre
 from sim.cost.mixed_rank import _between
@@ -206,3 +207,40 @@ def test_chunk_rank_seconds_added_from_priced_parts_are_their_works_seconds() ->
     assert priced[-1] == 1  # new token and head parts priced
     for shape, s in zip(both, again, strict=True):
         assert s == fresh._mixed.work(shape).seconds
+
+
+def test_a_step_run_whole_prices_each_rank_as_its_shapes_work_does() -> None:
+    """A step of several chunk ranks that runs whole (no two-batch overlap here) takes its
+    chunk ranks' seconds from their parts and its decode ranks' from the decode table, and
+    assembles only its slowest rank's work: every rank's seconds the same floats, and the
+    step's rank ops the same, as pricing each rank's shape's work on a fresh model gives."""
+    d = Deployment(name="dp8_mtp", attn_tp=1, mtp_draft_tokens=1, mtp_acceptance=(0.8,))
+    profile = load_profile("h200-sglang")
+    model, fresh = (ServingCostModel(V3, H200, d, profile) for _ in range(2))
+    assert fresh._mixed is not None
+    whole = model._whole_with_chunks
+    calls: list[int] = []
+
+    def spy(*args: object) -> tuple:
+        calls.append(1)
+        return whole(*args)  # type: ignore[arg-type]
+
+    model._whole_with_chunks = spy  # type: ignore[method-assign]
+    rng = np.random.default_rng(23)
+    for _ in range(8):  # some ranks prefill, the others decode only; or every rank prefills
+        b = mixed_batch(rng, d.attn_dp, int(rng.integers(2, d.attn_dp + 1)))
+        got = model.step_cost(b)
+        n_r = np.bincount(b.rank, minlength=b.num_ranks)
+        mixed = np.zeros(b.num_ranks, dtype=bool)
+        mixed[b.rank[~b.is_decode]] = True
+        tokens_r = np.bincount(b.rank, weights=b.new_tokens.astype(np.float64))
+        sums = decode_sums(b, n_r, fresh._decode_path)
+        assert sums is not None  # the decode side counted: the path under test
+        shapes, index = fresh._rank_shapes(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r, sums)
+        n_mixed = int(mixed.sum())
+        works = [*fresh._mixed.works(shapes[:n_mixed]), *map(fresh._price_rank, shapes[n_mixed:])]
+        want = np.asarray([w.seconds for w in works] + [0.0])[index]
+        np.testing.assert_array_equal(got.rank_own_s, want)
+        crit_ops = works[int(index[int(want.argmax())])].ops
+        assert {k: got.ops[k] for k in crit_ops} == crit_ops
+    assert len(calls) == 8  # every step took the path under test
