@@ -42,6 +42,25 @@ def mixed_batch(rng: np.random.Generator, ranks: int, chunk_ranks: int | None = 
     )
 
 
+def step_counts(b: BatchShape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A step's segments per rank, its ranks with a chunk and its tokens per rank."""
+    n_r = np.bincount(b.rank, minlength=b.num_ranks)
+    mixed = np.zeros(b.num_ranks, dtype=bool)
+    mixed[b.rank[~b.is_decode]] = True
+    return n_r, mixed, np.bincount(b.rank, weights=b.new_tokens.astype(np.float64))
+
+
+def chunk_rank_shapes(model: ServingCostModel, rng: np.random.Generator) -> list[MixedShape]:
+    """The chunk ranks' shapes of three random steps (`mixed_batch`) as `model` shapes them."""
+    shapes = []
+    for _ in range(3):
+        b = mixed_batch(rng, model.deployment.attn_dp)
+        n_r, mixed, tokens_r = step_counts(b)
+        got, _ = model._rank_shapes(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r)
+        shapes += [s for s in got if isinstance(s, MixedShape)]
+    return shapes
+
+
 @pytest.mark.parametrize(
     ("deployment", "profile"),
     [
@@ -142,16 +161,7 @@ def test_a_steps_shapes_priced_together_are_each_shapes_work_priced_alone() -> N
     profile = load_profile("h200-sglang")
     together = ServingCostModel(V3, H200, d, profile)
     alone = ServingCostModel(V3, H200, d, profile)
-    rng = np.random.default_rng(9)
-    shapes = []
-    for _ in range(3):
-        b = mixed_batch(rng, d.attn_dp)
-        n_r = np.bincount(b.rank, minlength=b.num_ranks)
-        mixed = np.zeros(b.num_ranks, dtype=bool)
-        mixed[b.rank[~b.is_decode]] = True
-        tokens_r = np.bincount(b.rank, weights=b.new_tokens.astype(np.float64))
-        got, _ = together._rank_shapes(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r)
-        shapes += [s for s in got if isinstance(s, MixedShape)]
+    shapes = chunk_rank_shapes(together, np.random.default_rng(9))
     assert together._mixed is not None and alone._mixed is not None
     batch = [*shapes, shapes[0], shapes[3]]  # two met again in the same call
     works = together._mixed.works(batch)
@@ -172,16 +182,7 @@ def test_chunk_rank_seconds_added_from_priced_parts_are_their_works_seconds() ->
     profile = load_profile("h200-sglang")
     model, fresh = (ServingCostModel(V3, H200, d, profile) for _ in range(2))
     assert model._mixed is not None and fresh._mixed is not None
-    rng = np.random.default_rng(17)
-    shapes = []
-    for _ in range(3):
-        b = mixed_batch(rng, d.attn_dp)
-        n_r = np.bincount(b.rank, minlength=b.num_ranks)
-        mixed = np.zeros(b.num_ranks, dtype=bool)
-        mixed[b.rank[~b.is_decode]] = True
-        tokens_r = np.bincount(b.rank, weights=b.new_tokens.astype(np.float64))
-        got, _ = model._rank_shapes(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r)
-        shapes += [s for s in got if isinstance(s, MixedShape)]
+    shapes = chunk_rank_shapes(model, np.random.default_rng(17))
     moved = []  # new shapes whose parts are all priced: tokens between the same two centres
     for s in shapes:
         (_, lo), *rest = _between(s.tokens)
@@ -230,10 +231,7 @@ def test_a_step_run_whole_prices_each_rank_as_its_shapes_work_does() -> None:
     for _ in range(8):  # some ranks prefill, the others decode only; or every rank prefills
         b = mixed_batch(rng, d.attn_dp, int(rng.integers(2, d.attn_dp + 1)))
         got = model.step_cost(b)
-        n_r = np.bincount(b.rank, minlength=b.num_ranks)
-        mixed = np.zeros(b.num_ranks, dtype=bool)
-        mixed[b.rank[~b.is_decode]] = True
-        tokens_r = np.bincount(b.rank, weights=b.new_tokens.astype(np.float64))
+        n_r, mixed, tokens_r = step_counts(b)
         sums = decode_sums(b, n_r, fresh._decode_path)
         assert sums is not None  # the decode side counted: the path under test
         shapes, index = fresh._rank_shapes(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r, sums)
