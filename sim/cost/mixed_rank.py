@@ -24,18 +24,17 @@ come within 0.6% (ranks within 0.7%, mean -0.01%: `tests/cost/test_mixed_rank.py
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cached_property, lru_cache, partial
+from functools import partial
 from typing import Any, cast
 
 from sim.cost.chunk_parts import chunk_parts
 from sim.cost.kernel_parts import kernel_parts
 from sim.cost.layer_ops import RankContext, RankSegments
-from sim.cost.memo import BUCKETS_PER_OCTAVE, BoundedCache, centre
+from sim.cost.memo import BoundedCache
 from sim.cost.mixed_halves import halves, mixed_segments
 from sim.cost.mixed_shape import Chunk, MixedShape
+from sim.cost.mixed_work import MixedWork, Part, between
 from sim.cost.overlap import moe_layers_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_work import (
@@ -48,7 +47,6 @@ from sim.cost.rank_work import (
     elementwise_ops,
     head_ops,
     token_ops,
-    weighted_merge,
 )
 from sim.cost.rate import OpTime, total_seconds
 from sim.specs.deployment import Deployment
@@ -57,50 +55,6 @@ from sim.specs.gpu import GpuSpec
 PART_MEMO_ENTRIES = 50_000
 # a step's split shapes, kept until their halves are priced (and for the shapes that repeat)
 SPLIT_MEMO_ENTRIES = 4_096
-
-
-@dataclass(frozen=True)
-class Part:
-    """One part's ops, their total and their share in the MoE layers (`moe_layers_s`)."""
-
-    ops: Ops
-    seconds: float
-    moe_s: float
-
-
-@dataclass(frozen=True)
-class MixedWork:
-    """A rank's work: the sum of its parts, each with its weight (an interpolated part is two
-    parts at the buckets around it)."""
-
-    parts: tuple[tuple[float, Part], ...]
-    seconds: float
-    moe_s: float
-
-    @cached_property
-    def ops(self) -> Ops:
-        """The parts' ops merged by name, once per work (a step asks its critical rank's; a
-        shape that repeats is the same work, `MixedRanks.work`). Callers must not change it."""
-        return weighted_merge((w, p.ops) for w, p in self.parts)
-
-
-# remembered: a step asks for a chunk rank's tokens more than once (`MixedRanks._keys`, then
-# two-batch overlap's halves and the kernels they lack)
-@lru_cache(maxsize=4096)
-def _between(x: float) -> tuple[tuple[float, float], ...]:
-    """`x` as weights on the bucket centres around it (one centre when it is one; 0 stays
-    0): linear interpolation, exact at the centres, and monotone between them where the
-    priced work is."""
-    if x <= 0:
-        return ((1.0, 0.0),)
-    lo = math.floor(math.log2(x) * BUCKETS_PER_OCTAVE)
-    a, b = centre(lo), centre(lo + 1)
-    if x <= a:
-        return ((1.0, a),)
-    if x >= b:
-        return ((1.0, b),)
-    w = (x - a) / (b - a)
-    return ((1.0 - w, a), (w, b))
 
 
 class MixedRanks:
@@ -242,7 +196,7 @@ class MixedRanks:
     ) -> None:
         """Add the memory-bound kernel parts `_token_keys` names for `shape` and the memo
         lacks, by key: (tokens at a bucket centre, expanded tokens)."""
-        for _, t in _between(shape.tokens):
+        for _, t in between(shape.tokens):
             key: tuple[object, ...] = ("elementwise", t, shape.expanded)
             if key not in self._parts:
                 into[key] = (t, shape.expanded)
@@ -306,7 +260,7 @@ class MixedRanks:
         centre around the rank's tokens, weighted to interpolate between them."""
         keys: list[tuple[Any, ...]] = []
         weights: list[float] = []
-        for w, t in _between(shape.tokens):
+        for w, t in between(shape.tokens):
             keys += (("tokens", t), ("elementwise", t, shape.expanded))
             weights += (w, w)
         return keys, weights

@@ -17,16 +17,17 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
-from sim.cost.batch import BatchShape, StepCost, all_equal, distinct
+from sim.cost.batch import BatchShape, StepCost, all_equal
 from sim.cost.calibrated import CalibratedCost, check_model
 from sim.cost.comm_load import CommLoad, comm_loads
-from sim.cost.decode_sums import DecodeSums, decode_sums
+from sim.cost.decode_sums import decode_sums
 from sim.cost.dispatch import MlaPaths
 from sim.cost.layer_ops import RankContext, RankSegments, indexer_times_topk
 from sim.cost.memo import BoundedCache
 from sim.cost.memory import dsa_active, kv_bytes_per_token, kv_bytes_per_token_layer, plan_memory
-from sim.cost.mixed_rank import MixedRanks, MixedWork
-from sim.cost.mixed_shape import MixedShape, Shape, mixed_shapes
+from sim.cost.mixed_rank import MixedRanks
+from sim.cost.mixed_shape import MixedShape, Shape
+from sim.cost.mixed_work import MixedWork
 from sim.cost.one_rank import OneRankSteps
 from sim.cost.overheads import Figure, engine_overheads, shared_expert_tp, stream_overlap_s
 from sim.cost.overlap import comm_time, moe_layers_s
@@ -34,13 +35,13 @@ from sim.cost.pricing import Pricer
 from sim.cost.rank_shape import (
     DecodeTable,
     RankShape,
-    rank_shape,
     shape_segments,
 )
 from sim.cost.rank_work import rank_ops, separable
 from sim.cost.rate import OpTime, total_seconds
 from sim.cost.roofline import OpEstimator, RooflineCost
-from sim.cost.tbo_saving import TboSaving
+from sim.cost.step_ranks import StepCounts, StepRanks
+from sim.cost.tbo_saving import SplitStep, TboSaving
 from sim.cost.unit_work import micro_batch_ops, unit_head_ops, unit_ops
 from sim.specs.deployment import Deployment
 from sim.specs.gpu import GpuSpec
@@ -156,6 +157,8 @@ class ServingCostModel:
         self._merges: BoundedCache[tuple[int, int], _Merged] = BoundedCache(RANK_MEMO_ENTRIES)
         # ranks with prompt chunks: priced from memoised parts where the work splits into them
         self._mixed = MixedRanks(self.pricer, self.ctx, d, gpu) if separable(self.ctx) else None
+        # the step's ranks shaped, or for a step run whole priced (`sim.cost.step_ranks`)
+        self._ranks = StepRanks(self._decode_table, self._mixed, self._paths)
         self._tbo = TboSaving(
             model, d, self._mixed, self._rank_ops, self._micro_ops, RANK_MEMO_ENTRIES
         )
@@ -226,8 +229,9 @@ class ServingCostModel:
         modes_agree = decode_only or not np.count_nonzero(busy_decode)
         splits = self.deployment.two_batch_overlap and modes_agree
         uniform = self._uniform_decode(batch, n_r) if decode_only and one_width else None
+        counts = StepCounts(batch, n_r, mixed, busy_decode, tokens_r, sums)
         # a step of several chunk ranks that runs whole needs their seconds and its slowest
-        # rank's ops alone: the work of one rank, not of each (`_whole_with_chunks`)
+        # rank's ops alone: the work of one rank, not of each (`StepRanks.whole_with_chunks`)
         whole_step = not splits and int(np.count_nonzero(mixed)) > 1
         shapes: Sequence[Shape] = ()
         works: Sequence[RankWork | MixedWork] = ()
@@ -236,12 +240,10 @@ class ServingCostModel:
         if uniform is not None:
             shapes, works, index, rank_s = uniform
         elif whole_step and sums is not None and self._mixed is not None:
-            rank_s, crit_work = self._whole_with_chunks(
-                batch, n_r, mixed, busy_decode, tokens_r, sums
-            )
+            rank_s, crit_work = self._ranks.whole_with_chunks(counts)
             index = np.zeros(0, dtype=np.intp)
         else:
-            shapes, index = self._rank_shapes(batch, n_r, mixed, busy_decode, tokens_r, sums)
+            shapes, index = self._ranks.shapes(counts)
             # ranks with chunks come first, priced by parts; decode ranks' shapes whole
             n_mixed = int(np.count_nonzero(mixed)) if self._mixed is not None else 0
             priced: list[RankWork | MixedWork] = []
@@ -272,8 +274,10 @@ class ServingCostModel:
             ops, duration = self._merged(crit_work.ops, unit_ops)
         saved = 0.0
         if splits and comm_time(unit_ops) > 0:
-            args = (batch, n_r, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops)
-            saved = self._tbo.saved_s(*args)
+            step = SplitStep(
+                batch, n_r, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops
+            )
+            saved = self._tbo.saved_s(step)
             duration -= saved
         elif not self.deployment.two_batch_overlap and self.overheads is not None:
             # a graph-replayed decode runs the shared experts on a second stream
@@ -290,98 +294,18 @@ class ServingCostModel:
             launch_label=self._launch_label,
         )
 
-    def _whole_with_chunks(
-        self,
-        batch: BatchShape,
-        n_r: np.ndarray,
-        mixed: np.ndarray,
-        busy_decode: np.ndarray,
-        tokens_r: np.ndarray,
-        sums: DecodeSums,
-    ) -> tuple[np.ndarray, RankWork | MixedWork]:
-        """Each rank's own seconds, and the slowest rank's work, of a step with several chunk
-        ranks that runs whole (its decode side counted, `sums`): the chunk ranks' seconds from
-        their parts (`MixedRanks.seconds`), the decode ranks' from the decode table, as
-        `_rank_shapes` and the memos give them; only the slowest rank's work is assembled."""
-        assert self._mixed is not None
-        chunk_ranks = mixed.nonzero()[0]
-        shapes = mixed_shapes(batch, mixed, chunk_ranks.tolist(), self._paths, tokens_r, sums)
-        rank_s = np.zeros(batch.num_ranks)
-        rank_s[chunk_ranks] = self._mixed.seconds(shapes)
-        rs = busy_decode.nonzero()[0]
-        table = self._decode_table
-        slots, seconds = table.lookup(n_r[rs], sums.kv_sum[rs], sums.width, sums.path, batch.size)
-        rank_s[rs] = seconds
-        crit = int(rank_s.argmax())
-        if mixed[crit]:
-            return rank_s, self._mixed.work(shapes[int(np.searchsorted(chunk_ranks, crit))])
-        return rank_s, table.works[int(slots[int(np.searchsorted(rs, crit))])]
-
     def _uniform_decode(
         self, batch: BatchShape, n_r: np.ndarray
     ) -> tuple[list[RankShape], list[RankWork], NDArray[np.intp], np.ndarray] | None:
         """A decode-only step of one width (the caller has checked both) and one MLA path
         (nearly every decode step): (shapes, works, each rank's index into them, each rank's
-        own seconds) from the decode table, as `_rank_shapes` and the memo would give them.
+        own seconds) from the decode table, as `StepRanks.shapes` and the memo would give them.
         None where the paths differ."""
         path = self._decode_path(batch.new_tokens, batch.kv_tokens, batch.is_decode)
         if path is None:
             return None
         t = self._decode_table
         return (t.shapes, t.works, *t.ranks(batch, n_r, int(batch.new_tokens[0]), path))
-
-    def _rank_shapes(
-        self,
-        batch: BatchShape,
-        n_r: np.ndarray,
-        mixed: np.ndarray,
-        busy_decode: np.ndarray,
-        tokens_r: np.ndarray,
-        sums: DecodeSums | None = None,
-    ) -> tuple[list[Shape], NDArray[np.intp]]:
-        """The distinct shapes of the step's busy ranks and each rank's index into them (idle
-        ranks: one past the end). Decode-only ranks whose requests share one width and path
-        are shaped together, vectorised; so are ranks with prompt chunks where their work
-        splits into parts (`sim.cost.mixed_rank`). `sums`: the step's decode side, where
-        counted (`sim.cost.decode_sums`)."""
-        ranks, rank = batch.num_ranks, batch.rank
-        shapes: list[Shape] = []
-        index = np.zeros(ranks, dtype=np.intp)
-        alone = mixed.nonzero()[0].tolist()
-        everyone = not alone  # a decode-only step: no segment to select
-        if alone and self._mixed is not None:
-            shapes = list(mixed_shapes(batch, mixed, alone, self._paths, tokens_r, sums))
-            index[alone] = np.arange(len(alone))
-            alone = []
-        # decode-only ranks of one width and path: (their context sums, the width, the path)
-        uniform: tuple[NDArray[np.float64], int, int] | None = None
-        rs = busy_decode.nonzero()[0] if np.count_nonzero(busy_decode) else None
-        if rs is not None and sums is not None and not alone:  # from the counted decode side
-            uniform = (sums.kv_sum[rs], sums.width, sums.path)
-        elif rs is not None:
-            sel = slice(None) if everyone else busy_decode[rank]
-            q, k = batch.new_tokens[sel], batch.kv_tokens[sel]
-            paths = self._paths(q, k, batch.is_decode[sel])
-            if all_equal(q) and all_equal(paths):
-                # whole-token contexts: their float64 sums are exact, whatever the order
-                kv_sum = np.bincount(rank[sel], weights=k, minlength=ranks)[rs]
-                uniform = (kv_sum.astype(np.float64, copy=False), int(q[0]), int(paths[0]))
-            else:
-                alone += rs.tolist()
-        if rs is not None and uniform is not None:  # shaped together, vectorised
-            table = self._decode_table
-            slots, _ = table.lookup(n_r[rs], *uniform, batch.size)
-            kinds, at = distinct(slots)
-            index[rs] = at + len(shapes)
-            shapes += [table.shapes[i] for i in kinds]
-        for r in alone:  # ranks with prefill chunks (and mixed decode widths): one at a time
-            sel = rank == r
-            q, k, dec = batch.new_tokens[sel], batch.kv_tokens[sel], batch.is_decode[sel]
-            samples = None if batch.samples_token is None else batch.samples_token[sel]
-            index[r] = len(shapes)
-            shapes.append(rank_shape(q, k, dec, self._paths(q, k, dec), samples))
-        index[n_r == 0] = len(shapes)
-        return shapes, index
 
     def _rank_work(self, shape: Shape) -> RankWork | MixedWork:
         """All of one rank's own work at `shape`, memoised (whole, or by parts)."""

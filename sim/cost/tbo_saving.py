@@ -14,7 +14,7 @@ again set by its busiest sender or receiver) and the stages scheduled by
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,6 +45,23 @@ class RankMoe(Protocol):
     def moe_s(self) -> float: ...
 
 
+class SplitStep(NamedTuple):
+    """A step that two micro-batches split: its `batch`, requests (`n_r`), tokens and own
+    seconds per rank, its rounded `load`, its critical rank `crit`, rank r's work
+    `works[at[r]]` at shape `shapes[at[r]]`, and its unit-wide ops."""
+
+    batch: BatchShape
+    n_r: np.ndarray
+    load: CommLoad
+    rank_s: np.ndarray
+    tokens_r: np.ndarray
+    crit: int
+    shapes: Sequence[Shape]
+    works: Sequence[RankMoe]
+    at: NDArray[np.intp]
+    unit_ops: Ops
+
+
 class TboSaving:
     """Two-batch overlap's saving for one deployment's steps, with its memos: each rank
     shape's two halves (by shape) and each schedule of a step's stages (by the stages)."""
@@ -68,47 +85,22 @@ class TboSaving:
         # decode-only steps' savings, by what sets them (`saved_s`)
         self._decode_saved: BoundedCache[tuple[object, ...], float] = BoundedCache(max_entries)
 
-    def saved_s(
-        self,
-        batch: BatchShape,
-        n_r: np.ndarray,
-        load: CommLoad,
-        rank_s: np.ndarray,
-        tokens_r: np.ndarray,
-        crit: int,
-        shapes: Sequence[Shape],
-        works: Sequence[RankMoe],
-        index: NDArray[np.intp],
-        unit_ops: Ops,
-    ) -> float:
-        """The time the step's two micro-batches save against running it whole: `n_r`,
-        `tokens_r`, `rank_s` its requests, tokens and own seconds per rank, `crit` its
-        critical rank, `works[index[r]]` rank r's work at shape `shapes[index[r]]`, `load` and
-        `unit_ops` its rounded load and unit-wide ops."""
-        args = (batch, n_r, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops)
-        if load.decode_only and not np.count_nonzero(n_r == 1):
+    def saved_s(self, step: SplitStep) -> float:
+        """The time the step's two micro-batches save against running it whole."""
+        if step.load.decode_only and not np.count_nonzero(step.n_r == 1):
             # every busy rank splits and the slowest one is the critical rank: the saving
             # follows from that rank's shape and own time, the step's load and its unit-wide
             # ops alone (the bench's decode hour meets 307 such keys in its 32,345 steps)
+            crit, unit_ops = step.crit, step.unit_ops
             serial = unit_ops["moe_routed"].seconds + unit_ops["moe_elementwise"].seconds
-            key = (shapes[int(index[crit])], float(rank_s[crit]), load, serial, comm_time(unit_ops))
-            return self._decode_saved.get(key, lambda: self._saved_s(*args))
-        return self._saved_s(*args)
+            shape = step.shapes[int(step.at[crit])]
+            key = (shape, float(step.rank_s[crit]), step.load, serial, comm_time(unit_ops))
+            return self._decode_saved.get(key, lambda: self._saved_s(step))
+        return self._saved_s(step)
 
-    def _saved_s(
-        self,
-        batch: BatchShape,
-        n_r: np.ndarray,
-        load: CommLoad,
-        rank_s: np.ndarray,
-        tokens_r: np.ndarray,
-        crit: int,
-        shapes: Sequence[Shape],
-        works: Sequence[RankMoe],
-        index: NDArray[np.intp],
-        unit_ops: Ops,
-    ) -> float:
+    def _saved_s(self, step: SplitStep) -> float:
         """`saved_s`, priced."""
+        batch, n_r, load, rank_s, tokens_r, crit, shapes, works, index, unit_ops = step
         whole = np.zeros(batch.num_ranks, dtype=bool)
         if (n_r == 1).any():
             unsplit = (n_r[batch.rank] == 1) & (batch.is_decode | (batch.new_tokens < 2))

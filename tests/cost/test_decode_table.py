@@ -1,6 +1,6 @@
 """`DecodeTable`: a decode-only step's uniform ranks found by signature, each the shape a
 plain per-rank loop builds and the work the caller's memo gives it; and a decode step priced
-through it against the general path (`_rank_shapes`, every rank shaped and looked up one by
+through it against the general path (`StepRanks.shapes`, every rank shaped and looked up one by
 one)."""
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from sim.cost.batch import BatchShape
 from sim.cost.layer_ops import RankSegments
 from sim.cost.micro_batches import split_in_two
 from sim.cost.serving import ServingCostModel
+from sim.cost.step_ranks import StepCounts
 from sim.specs.deployment import Deployment
 
 
@@ -95,7 +96,7 @@ def test_whole_prompt_micro_batches_price_each_half_at_half_the_rank() -> None:
     )
     n_r = np.full(ranks, per)
     mixed, busy = np.ones(ranks, dtype=bool), np.zeros(ranks, dtype=bool)
-    shapes, _ = cm._rank_shapes(batch, n_r, mixed, busy, n_r * 4096.0)
+    shapes, _ = cm._ranks.shapes(StepCounts(batch, n_r, mixed, busy, n_r * 4096.0))
     first, second = cm._tbo.parts_s(shapes[0])
     assert first == pytest.approx(second, rel=1e-9)
     assert first + second == pytest.approx(cm._rank_work(shapes[0]).moe_s, rel=0.01)

@@ -12,11 +12,12 @@ from sim.cost.batch import BatchShape
 from sim.cost.decode_sums import decode_sums
 from sim.cost.layer_ops import RankSegments
 from sim.cost.memo import BoundedCache, centre
-from sim.cost.mixed_rank import _between
 from sim.cost.mixed_shape import MixedShape
+from sim.cost.mixed_work import between
 from sim.cost.rank_work import chunk_token_ops, decode_ops
 from sim.cost.rate import OpTime
 from sim.cost.serving import ServingCostModel
+from sim.cost.step_ranks import StepCounts
 from sim.specs import Deployment
 
 V3 = load_model("deepseek-v3")
@@ -56,7 +57,7 @@ def chunk_rank_shapes(model: ServingCostModel, rng: np.random.Generator) -> list
     for _ in range(3):
         b = mixed_batch(rng, model.deployment.attn_dp)
         n_r, mixed, tokens_r = step_counts(b)
-        got, _ = model._rank_shapes(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r)
+        got, _ = model._ranks.shapes(StepCounts(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r))
         shapes += [s for s in got if isinstance(s, MixedShape)]
     return shapes
 
@@ -84,7 +85,7 @@ def test_chunk_ranks_priced_from_parts_stay_close_to_pricing_them_op_by_op(
     p = load_profile(profile)
     parts = ServingCostModel(V3, H200, deployment, p)
     exact = ServingCostModel(V3, H200, deployment, p)
-    exact._mixed = None  # every chunk rank priced op by op at its exact chunks
+    exact._mixed = exact._ranks.mixed = None  # every chunk rank priced op by op, exactly
     rng = np.random.default_rng(11)
     worst = 0.0
     for i in range(6):  # every rank prefilling, or some (the others decode only)
@@ -102,12 +103,12 @@ def test_chunk_ranks_priced_from_parts_stay_close_to_pricing_them_op_by_op(
 
 def test_interpolation_weights_sum_to_one_and_are_exact_at_bucket_centres() -> None:
     for x in (1.0, 3.0, 1000.0, 2000.0, 2047.5, 8192.0, 12_345.6):
-        pts = _between(x)
+        pts = between(x)
         assert sum(w for w, _ in pts) == pytest.approx(1.0)
         assert sum(w * c for w, c in pts) == pytest.approx(x, rel=1e-12)
         assert all(0 < w <= 1 for w, _ in pts)
-    assert _between(centre(176)) == ((1.0, centre(176)),)
-    assert _between(0.0) == ((1.0, 0.0),)
+    assert between(centre(176)) == ((1.0, centre(176)),)
+    assert between(0.0) == ((1.0, 0.0),)
 
 
 def test_mtp_kernels_through_a_memo_price_exactly_as_without() -> None:
@@ -185,7 +186,7 @@ def test_chunk_rank_seconds_added_from_priced_parts_are_their_works_seconds() ->
     shapes = chunk_rank_shapes(model, np.random.default_rng(17))
     moved = []  # new shapes whose parts are all priced: tokens between the same two centres
     for s in shapes:
-        (_, lo), *rest = _between(s.tokens)
+        (_, lo), *rest = between(s.tokens)
         if rest:
             moved.append(s._replace(tokens=(lo + rest[0][1]) / 2))
     assert moved
@@ -219,14 +220,14 @@ def test_a_step_run_whole_prices_each_rank_as_its_shapes_work_does() -> None:
     profile = load_profile("h200-sglang")
     model, fresh = (ServingCostModel(V3, H200, d, profile) for _ in range(2))
     assert fresh._mixed is not None
-    whole = model._whole_with_chunks
+    whole = model._ranks.whole_with_chunks
     calls: list[int] = []
 
     def spy(*args: object) -> tuple:
         calls.append(1)
         return whole(*args)  # type: ignore[arg-type]
 
-    model._whole_with_chunks = spy  # type: ignore[method-assign]
+    model._ranks.whole_with_chunks = spy  # type: ignore[method-assign]
     rng = np.random.default_rng(23)
     for _ in range(8):  # some ranks prefill, the others decode only; or every rank prefills
         b = mixed_batch(rng, d.attn_dp, int(rng.integers(2, d.attn_dp + 1)))
@@ -234,7 +235,8 @@ def test_a_step_run_whole_prices_each_rank_as_its_shapes_work_does() -> None:
         n_r, mixed, tokens_r = step_counts(b)
         sums = decode_sums(b, n_r, fresh._decode_path)
         assert sums is not None  # the decode side counted: the path under test
-        shapes, index = fresh._rank_shapes(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r, sums)
+        counts = StepCounts(b, n_r, mixed, ~mixed & (n_r > 0), tokens_r, sums)
+        shapes, index = fresh._ranks.shapes(counts)
         n_mixed = int(mixed.sum())
         works = [*fresh._mixed.works(shapes[:n_mixed]), *map(fresh._price_rank, shapes[n_mixed:])]
         want = np.asarray([w.seconds for w in works] + [0.0])[index]
