@@ -34,7 +34,7 @@ from sim.cost.layer_ops import RankContext, RankSegments
 from sim.cost.memo import BoundedCache
 from sim.cost.mixed_halves import halves, mixed_segments
 from sim.cost.mixed_shape import Chunk, MixedShape
-from sim.cost.mixed_work import MixedWork, Part, between
+from sim.cost.mixed_work import MixedWork, Part, PartSeconds, between
 from sim.cost.overlap import moe_layers_s
 from sim.cost.pricing import Pricer
 from sim.cost.rank_work import (
@@ -76,8 +76,8 @@ class MixedRanks:
         )
         # pieces of parts keyed by what sets them (`layer_ops.Memo`): the MTP passes' kernels
         self._pieces: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(PART_MEMO_ENTRIES)
-        # each part's seconds by its key, for `seconds` (a plain dict: no recency to keep)
-        self._part_s: dict[tuple[object, ...], float] = {}
+        # each part's seconds by kind, for `seconds` (plain dicts: no recency to keep)
+        self._part_s = PartSeconds()
 
     def works(self, shapes: Sequence[MixedShape]) -> list[MixedWork]:
         """`work` of each of `shapes` (a step's ranks with chunks, in order), each shape hashed
@@ -116,33 +116,27 @@ class MixedRanks:
 
     def seconds(self, shapes: Sequence[MixedShape]) -> list[float]:
         """`work(shape).seconds` of each of `shapes`: its parts' seconds added in the order
-        `_assemble` adds them (the same float) where each part was priced before; the shapes
-        with a part not priced yet go through `works`, which prices it. A step run whole needs
-        no other chunk rank's work (`ServingCostModel`), so most shapes are never assembled."""
-        find, got = self._works.find, self._part_s.get
+        `_assemble` adds them (`PartSeconds.of`: the same float) where each part was priced
+        before; the shapes with a part not priced yet go through `works`, which prices it. A
+        step run whole needs no other chunk rank's work (`ServingCostModel`), so most shapes
+        are never assembled."""
+        of = self._part_s.of
         out: list[float] = []
         lacking: list[int] = []
         for i, shape in enumerate(shapes):
-            work = find(shape)  # a shape that repeats (a prompt of one length): its work
-            if work is not None:
-                out.append(work.seconds)
-                continue
-            keys, weights = self._keys(shape)
-            s = 0.0
-            for key, w in zip(keys, weights, strict=True):
-                part_s = got(key)
-                if part_s is None:
-                    lacking.append(i)
-                    break
-                s += w * part_s
-            out.append(s)
+            try:
+                out.append(of(shape))
+            except KeyError:
+                lacking.append(i)
+                out.append(0.0)
         if lacking:
             if len(self._part_s) > PART_MEMO_ENTRIES:  # values of their keys alone: refilled
                 self._part_s.clear()
             new = [shapes[i] for i in lacking]
             for i, shape, work in zip(lacking, new, self.works(new), strict=True):
                 keys, _ = self._keys(shape)
-                self._part_s.update(zip(keys, (p.seconds for _, p in work.parts), strict=True))
+                for key, (_, part) in zip(keys, work.parts, strict=True):
+                    self._part_s.store(key, part.seconds)
                 out[i] = work.seconds
         return out
 
