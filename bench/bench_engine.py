@@ -24,6 +24,7 @@ moves results on purpose).
     python bench/bench_engine.py                  # engine + the real cost model (sim.cost.serving)
     python bench/bench_engine.py --cost standin   # engine alone, with a vectorised stand-in
     python bench/bench_engine.py --repeat 3       # each case 3 times: the fastest, the spread
+    python bench/bench_engine.py --instructions   # and the colocated ratio in instructions
 
 Run on one core (`taskset -c 0`) for the figure the README quotes. On a shared machine the same
 code's CPU per step varies by up to a fifth between runs, so compare two versions by the
@@ -37,7 +38,9 @@ import argparse
 import hashlib
 import json
 import statistics
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,26 +128,38 @@ EXPECTED = Path(__file__).with_name("expected.json")
 
 
 class TimedCost:
-    """A cost model wrapped to count the CPU its `step_cost` calls take (the rest is engine)."""
+    """A cost model wrapped to count the CPU its `step_cost` calls take (the rest is engine);
+    with `mark_at`, `mark()` is called before pricing the steps of those indices (0-based)."""
 
-    def __init__(self, cost: Any) -> None:
+    def __init__(
+        self, cost: Any, mark_at: frozenset[int] = frozenset(), mark: Callable[[], None] = print
+    ) -> None:
         self.cost, self.cpu_s = cost, 0.0
         self.marks: list[float] = []  # the process's CPU clock as each step is priced
+        self.mark_at, self.mark = mark_at, mark
 
     def step_cost(self, batch: BatchShape) -> StepCost:
+        if len(self.marks) in self.mark_at:
+            self.mark()
         c0 = time.process_time()
         self.marks.append(c0)
         out = self.cost.step_cost(batch)
         self.cpu_s += time.process_time() - c0
         return out  # type: ignore[no-any-return]
 
+    @staticmethod
+    def later_half(steps: int) -> tuple[int, int]:
+        """The indices of the steps a run of `steps` steps' later half runs between (from the
+        middle step's pricing to the last one's), and how many steps it spans."""
+        return steps // 2, steps - 1
+
     def later_half_us_per_step(self) -> float:
         """CPU per step, engine and cost model, over the run's later half of steps: from the
         middle step's pricing to the last one's, without the start (memos filling) and without
         the end (the run's closing checks and summary)."""
-        half = len(self.marks) // 2
-        steps = len(self.marks) - 1 - half
-        return (self.marks[-1] - self.marks[half]) / steps * 1e6 if steps > 0 else 0.0
+        half, last = self.later_half(len(self.marks))
+        steps = last - half
+        return (self.marks[last] - self.marks[half]) / steps * 1e6 if steps > 0 else 0.0
 
     def __getattr__(self, name: str) -> Any:  # capacity, KV bytes, memory plan: the model's own
         return getattr(self.cost, name)
@@ -197,8 +212,9 @@ class CaseResult:
 
 
 def run_case(name: str, d: Deployment, cost_kind: str, rate: float, output_mean: float,
-             duration_s: float, warmup_s: float) -> CaseResult:  # fmt: skip
-    cost = TimedCost(real_cost(d) if cost_kind == "real" else StandinCost())
+             duration_s: float, warmup_s: float, mark_at: frozenset[int] = frozenset(),
+             mark: Callable[[], None] = print) -> CaseResult:  # fmt: skip
+    cost = TimedCost(real_cost(d) if cost_kind == "real" else StandinCost(), mark_at, mark)
     run = RunSpec(duration_s=duration_s, warmup_s=min(warmup_s, duration_s / 4))
     t0, c0 = time.perf_counter(), time.process_time()
     out = simulate(d, lambda _: cost, workload(rate, output_mean), run)
@@ -283,9 +299,15 @@ def main() -> None:
                     help="run each case this many times, interleaved, each with a new cost "
                          "model; report the fastest and the spread")  # fmt: skip
     ap.add_argument("--update", action="store_true", help="store this run's summaries")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count the instructions of the colocated and decode_short cases' "
+                         "later halves under callgrind (valgrind; about ten minutes)")  # fmt: skip
+    ap.add_argument("--callgrind-child", help=argparse.SUPPRESS)  # their steps, "N,M"
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error(f"--repeat must be at least 1, got {args.repeat}")
+    if args.instructions and args.colocated_s <= 0:
+        ap.error("--instructions counts the colocated case: give --colocated-s above 0")
     plan = [("decode", DEPLOYMENT, args.duration_s, args.warmup_s)]
     if args.colocated_s > 0:
         colocated = DEPLOYMENT.model_copy(update={"name": "dp144_ep144_colocated",
@@ -293,6 +315,15 @@ def main() -> None:
         plan.append(("colocated", colocated, args.colocated_s, args.colocated_s / 4))
         # the decode unit over the same first seconds: the same arrivals, a comparable batch
         plan.append(("decode_short", DEPLOYMENT, args.colocated_s, args.colocated_s / 4))
+    if args.callgrind_child:  # under callgrind: the two later halves between marks
+        callgrind = _callgrind()
+        for (name, d, duration_s, warmup_s), steps in zip(
+            plan[1:], map(int, args.callgrind_child.split(",")), strict=True
+        ):
+            at = frozenset(TimedCost.later_half(steps))
+            run_case(name, d, args.cost, args.rate, args.output_mean, duration_s, warmup_s, at,
+                     callgrind.mark)  # fmt: skip
+        return
     runs: dict[str, list[CaseResult]] = {name: [] for name, *_ in plan}
     for _ in range(args.repeat):  # interleaved: a slow spell of the machine hits every case
         for name, d, duration_s, warmup_s in plan:
@@ -335,6 +366,41 @@ def main() -> None:
     key = f"{args.cost}:{args.duration_s:g}s@{args.rate:g}/s:colocated{args.colocated_s:g}s"
     if not check_stored(cases, key, args.update):
         raise SystemExit(1)
+    if args.instructions:
+        instructions(args, cases[1], cases[2])
+
+
+def _callgrind() -> Any:
+    """`bench/callgrind.py`, from this script's folder."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import callgrind
+
+    return callgrind
+
+
+def instructions(args: argparse.Namespace, coloc: CaseResult, short: CaseResult) -> None:
+    """Print the colocated and decode_short cases' instructions per step over their later
+    halves, counted in a child under callgrind: the colocated target's ratio in a figure that
+    repeats to about 0.1%, where this machine's CPU time moves by a fifth."""
+    callgrind = _callgrind()
+    if not callgrind.available():
+        print("instructions         : valgrind is not installed (apt install valgrind)")
+        return
+    print("instructions         : counting the later halves under callgrind (about ten minutes)",
+          flush=True)  # fmt: skip
+    argv = [
+        __file__, "--callgrind-child", f"{coloc.steps},{short.steps}", "--cost", args.cost,
+        "--rate", str(args.rate), "--output-mean", str(args.output_mean),
+        "--colocated-s", str(args.colocated_s),
+    ]  # fmt: skip
+    coloc_n, _, short_n = callgrind.count(argv, 3)  # the middle part: between the two halves
+    per_step = []
+    for n, case in ((coloc_n, coloc), (short_n, short)):
+        half, last = TimedCost.later_half(case.steps)
+        per_step.append(n / max(last - half, 1))
+        print(f"[{case.name:9}] later half: {per_step[-1] / 1e6:,.2f} M instructions per step")
+    print(f"colocated / decode_short: {per_step[0] / per_step[1]:.1f}x instructions per step over "
+          "the later halves")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -63,3 +63,30 @@ def test_later_half_is_the_cpu_from_the_middle_step_to_the_last() -> None:
     timed.step_cost(None)
     timed.step_cost(None)
     assert len(timed.marks) == 2 and timed.marks[0] <= timed.marks[1]
+
+
+def test_callgrind_marks_fall_where_the_later_half_is_timed() -> None:
+    """`--instructions` counts a case's later half between two marks: made before pricing the
+    middle step and the last one, the steps whose CPU clocks `later_half_us_per_step` reads."""
+    b = _bench()
+
+    class Fixed:
+        def step_cost(self, batch: object) -> object:
+            return batch
+
+    def marked(steps: int) -> tuple[list[int], object]:
+        """The steps priced before each mark of a run of `steps` steps, and its wrapper."""
+        priced: list[int] = []
+        timed = b.TimedCost(Fixed(), frozenset(b.TimedCost.later_half(steps)), lambda: None)
+        timed.mark = lambda: priced.append(len(timed.marks))
+        for _ in range(steps):
+            timed.step_cost(None)
+        return priced, timed
+
+    for steps in (3, 4, 790):
+        priced, timed = marked(steps)
+        assert priced == [steps // 2, steps - 1]
+        timed.marks = [float(i) ** 2 for i in range(steps)]  # a clock that speeds up
+        half, last = priced
+        want = (last**2 - half**2) / (last - half) * 1e6
+        assert timed.later_half_us_per_step() == pytest.approx(want)
