@@ -91,17 +91,25 @@ class Rate:
 
 
 def combine(*times: OpTime) -> OpTime:
-    """Sum of several priced pieces, labelled with the weakest source among them."""
-    live = [t for t in times if t.seconds > 0.0]
-    if not live:
+    """Sum of several priced pieces, labelled with the weakest source among them (the first
+    of the weakest). One pass, the pieces with time added in order from 0: the sums `sum`
+    gives on Python 3.11, without its per-piece generators (a step prices dozens of these)."""
+    seconds: float = 0
+    launches: float = 0
+    weakest: str | None = None
+    rank, extrapolated = len(SOURCE_RANK), False
+    for t in times:
+        if t.seconds > 0.0:
+            seconds += t.seconds
+            launches += t.launches
+            r = SOURCE_RANK.get(t.source, 0)
+            if r < rank:
+                rank, weakest = r, t.source
+            if t.extrapolated:
+                extrapolated = True
+    if weakest is None:
         return ZERO
-    weakest = min(live, key=lambda t: SOURCE_RANK.get(t.source, 0)).source
-    return OpTime(
-        seconds=sum(t.seconds for t in live),
-        source=weakest,
-        extrapolated=any(t.extrapolated for t in live),
-        launches=sum(t.launches for t in live),
-    )
+    return OpTime(seconds=seconds, source=weakest, extrapolated=extrapolated, launches=launches)
 
 
 def scale(t: OpTime, factor: float) -> OpTime:
