@@ -134,9 +134,7 @@ class MixedRanks:
                 self._part_s.clear()
             new = [shapes[i] for i in lacking]
             for i, shape, work in zip(lacking, new, self.works(new), strict=True):
-                keys, _ = self._keys(shape)
-                for key, (_, part) in zip(keys, work.parts, strict=True):
-                    self._part_s.store(key, part.seconds)
+                self._part_s.store(self._keys(shape)[0], work.parts)
                 out[i] = work.seconds
         return out
 

@@ -89,9 +89,12 @@ class PartSeconds:
     def __len__(self) -> int:
         return sum(len(t) for t in self._tables.values())
 
-    def store(self, key: tuple[Any, ...], seconds: float) -> None:
-        """Keep the seconds of the part `key` names (a `MixedRanks._keys` key)."""
-        self._tables[key[0]][key[1] if len(key) == 2 else key[1:]] = seconds
+    def store(self, keys: list[tuple[Any, ...]], parts: tuple[tuple[float, Part], ...]) -> None:
+        """Keep the seconds of each part of a work (`parts`, as `MixedWork.parts`) under the
+        key that names it (`keys`: its `MixedRanks._keys` keys, less the kind)."""
+        tables = self._tables
+        for key, (_, part) in zip(keys, parts, strict=True):
+            tables[key[0]][key[1] if len(key) == 2 else key[1:]] = part.seconds
 
     def of(self, shape: MixedShape) -> float:
         """`shape`'s seconds: its parts' seconds, each weighted, added in the order
