@@ -129,17 +129,20 @@ EXPECTED = Path(__file__).with_name("expected.json")
 
 class TimedCost:
     """A cost model wrapped to count the CPU its `step_cost` calls take (the rest is engine);
-    with `mark_at`, `mark()` is called before pricing the steps of those indices (0-based)."""
+    with `mark`, it is called before pricing the steps of the indices `mark_at` (0-based)."""
 
     def __init__(
-        self, cost: Any, mark_at: frozenset[int] = frozenset(), mark: Callable[[], None] = print
+        self,
+        cost: Any,
+        mark_at: frozenset[int] = frozenset(),
+        mark: Callable[[], None] | None = None,
     ) -> None:
         self.cost, self.cpu_s = cost, 0.0
         self.marks: list[float] = []  # the process's CPU clock as each step is priced
         self.mark_at, self.mark = mark_at, mark
 
     def step_cost(self, batch: BatchShape) -> StepCost:
-        if len(self.marks) in self.mark_at:
+        if self.mark is not None and len(self.marks) in self.mark_at:
             self.mark()
         c0 = time.process_time()
         self.marks.append(c0)
@@ -149,8 +152,8 @@ class TimedCost:
 
     @staticmethod
     def later_half(steps: int) -> tuple[int, int]:
-        """The indices of the steps a run of `steps` steps' later half runs between (from the
-        middle step's pricing to the last one's), and how many steps it spans."""
+        """The indices of the steps a run of `steps` steps' later half runs between: from the
+        middle step's pricing to the last one's (it spans their difference in steps)."""
         return steps // 2, steps - 1
 
     def later_half_us_per_step(self) -> float:
@@ -213,7 +216,7 @@ class CaseResult:
 
 def run_case(name: str, d: Deployment, cost_kind: str, rate: float, output_mean: float,
              duration_s: float, warmup_s: float, mark_at: frozenset[int] = frozenset(),
-             mark: Callable[[], None] = print) -> CaseResult:  # fmt: skip
+             mark: Callable[[], None] | None = None) -> CaseResult:  # fmt: skip
     cost = TimedCost(real_cost(d) if cost_kind == "real" else StandinCost(), mark_at, mark)
     run = RunSpec(duration_s=duration_s, warmup_s=min(warmup_s, duration_s / 4))
     t0, c0 = time.perf_counter(), time.process_time()
