@@ -46,14 +46,20 @@ class DrawStream:
         return isinstance(rng.bit_generator, np.random.PCG64) and sys.byteorder == "little"
 
     def take(self, m: int) -> NDArray[np.uint32]:
-        """The next `m` draws (a read-only view)."""
-        if self._pos + m > self._buf.shape[0]:
-            raw = self._bg.random_raw(max(self.block, m) // 2 + 1)
-            self._buf = np.concatenate([self._buf[self._pos :], raw.view(np.uint32)])
-            self._buf.flags.writeable = False
-            self._pos = 0
-        out = self._buf[self._pos : self._pos + m]
-        self._pos += m
+        """The next `m` draws (read-only)."""
+        end = self._pos + m
+        if end <= self._buf.shape[0]:
+            out = self._buf[self._pos : end]
+            self._pos = end
+            return out
+        # a new block: the draws left of the old one, then the new block's first; only those m
+        # are copied (a whole block, ~256 KB, was, once every few decode steps of a large unit)
+        left = self._buf[self._pos :]
+        raw = self._bg.random_raw(max(self.block, m) // 2 + 1).view(np.uint32)
+        raw.flags.writeable = False
+        self._buf, self._pos = raw, m - left.shape[0]
+        out = np.concatenate([left, raw[: self._pos]])
+        out.flags.writeable = False
         return out
 
 
