@@ -10,7 +10,7 @@ for every build whose engine is unchanged, so builds compare on identical work; 
 digest of the priced steps (duration, per-rank times, ops, overlap) is checked against
 `bench/expected.json` (`--update` stores it after a change that moves prices on purpose).
 A third case keeps every step of the decode unit over the colocated case's seconds (the same
-arrivals, a comparable batch per rank: `bench_engine`'s `decode_short`), and the colocated
+arrivals, ~99 requests a rank against ~123: `bench_engine`'s `decode_short`), and the colocated
 case's CPU per step is printed against it, cold and warm, from this one run. Figures are CPU
 time (`time.process_time`).
 

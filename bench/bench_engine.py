@@ -7,8 +7,10 @@ max running requests) on the default `h800-roofline` profile.
 
 A second, shorter case runs the same unit colocated for ten simulated minutes (prompts
 prefilled on the decode ranks, in chunks mixed into decode steps), and a third the decode unit
-over the same minutes (the same arrivals, a batch per rank comparable to the colocated case's:
-~123 against ~99), to compare CPU per step at a similar batch. Each case's CPU per step is given
+over the same minutes (`decode_short`: the same arrivals, ~99 requests a rank against the
+colocated case's ~123). The colocated target compares a step with a decode-only step at the
+same batch: the decode hour's (~122 a rank) is that one; `decode_short` is the same minutes and
+arrivals at a smaller batch. Both ratios are printed. Each case's CPU per step is given
 over all its steps and over their later half (from the middle step's pricing to the last one's:
 memos filled, the run's closing checks left out), the per-step cost the colocated target is
 about; the first minute alone, all memos cold, is a few dozen steps of many prefilling ranks
@@ -316,7 +318,7 @@ def main() -> None:
         colocated = DEPLOYMENT.model_copy(update={"name": "dp144_ep144_colocated",
                                                   "role": "colocated"})  # fmt: skip
         plan.append(("colocated", colocated, args.colocated_s, args.colocated_s / 4))
-        # the decode unit over the same first seconds: the same arrivals, a comparable batch
+        # the decode unit over the same first seconds: the same arrivals, a smaller batch
         plan.append(("decode_short", DEPLOYMENT, args.colocated_s, args.colocated_s / 4))
     if args.callgrind_child:  # under callgrind: the two later halves between marks
         callgrind = _callgrind()
@@ -359,7 +361,7 @@ def main() -> None:
             print(f"colocated / {name:12}: {coloc.cpu_us_per_step / base.cpu_us_per_step:.1f}x "
                   f"CPU per step, {coloc.later_us_per_step / base.later_us_per_step:.1f}x over "
                   f"the later halves (batch/rank {coloc.batch_per_rank:.1f} vs "
-                  f"{base.batch_per_rank:.1f}; target <= 2x at a comparable batch)")  # fmt: skip
+                  f"{base.batch_per_rank:.1f}; target <= 2x at the same batch)")  # fmt: skip
     print(f"bare simpy           : {bare_us:.2f} us CPU per event over {bare_n:,} events; the "
           f"engine spends {decode.cpu_s / decode.events * 1e6:,.0f} us per event (one event is "
           f"one forward step of the whole unit): "
