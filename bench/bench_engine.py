@@ -305,9 +305,10 @@ def main() -> None:
                          "model; report the fastest and the spread")  # fmt: skip
     ap.add_argument("--update", action="store_true", help="store this run's summaries")
     ap.add_argument("--instructions", action="store_true",
-                    help="also count the instructions of the colocated and decode_short cases' "
-                         "later halves under callgrind (valgrind; about ten minutes)")  # fmt: skip
-    ap.add_argument("--callgrind-child", help=argparse.SUPPRESS)  # their steps, "N,M"
+                    help="also count the instructions of each case's steps under callgrind "
+                         "(the later halves; the decode hour's last 1,000 steps) and print the "
+                         "colocated ratios (valgrind; about ten minutes)")  # fmt: skip
+    ap.add_argument("--callgrind-child", help=argparse.SUPPRESS)  # each case's steps, "N,M,K"
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error(f"--repeat must be at least 1, got {args.repeat}")
@@ -320,14 +321,14 @@ def main() -> None:
         plan.append(("colocated", colocated, args.colocated_s, args.colocated_s / 4))
         # the decode unit over the same first seconds: the same arrivals, a smaller batch
         plan.append(("decode_short", DEPLOYMENT, args.colocated_s, args.colocated_s / 4))
-    if args.callgrind_child:  # under callgrind: the two later halves between marks
+    if args.callgrind_child:  # under callgrind: each case's counted steps between marks
         callgrind = _callgrind()
         for (name, d, duration_s, warmup_s), steps in zip(
-            plan[1:], map(int, args.callgrind_child.split(",")), strict=True
+            plan, map(int, args.callgrind_child.split(",")), strict=True
         ):
-            at = frozenset(TimedCost.later_half(steps))
+            at = frozenset(counted_steps(name, steps))
             run_case(name, d, args.cost, args.rate, args.output_mean, duration_s, warmup_s, at,
-                     callgrind.mark)  # fmt: skip
+                     CountedMarks(callgrind))  # fmt: skip
         return
     runs: dict[str, list[CaseResult]] = {name: [] for name, *_ in plan}
     for _ in range(args.repeat):  # interleaved: a slow spell of the machine hits every case
@@ -372,7 +373,35 @@ def main() -> None:
     if not check_stored(cases, key, args.update):
         raise SystemExit(1)
     if args.instructions:
-        instructions(args, cases[1], cases[2])
+        instructions(args, cases)
+
+
+# the decode hour's steps counted under callgrind: its last ones (its later half, 16k steps,
+# would take twenty minutes there; these steps run at the same batch in the same steady state)
+DECODE_COUNTED_STEPS = 1_000
+
+
+def counted_steps(name: str, steps: int) -> tuple[int, int]:
+    """The indices of the steps whose pricing a case's counted instructions run between: its
+    later half (`TimedCost.later_half`), or for the decode hour its last `DECODE_COUNTED_STEPS`."""
+    half, last = TimedCost.later_half(steps)
+    return (max(half, last - DECODE_COUNTED_STEPS), last) if name == "decode" else (half, last)
+
+
+class CountedMarks:
+    """A case's two marks under callgrind, run uninstrumented outside them: instrumentation on,
+    then the first mark; the second mark, then instrumentation off (`callgrind.instrument`)."""
+
+    def __init__(self, callgrind: Any) -> None:
+        self.callgrind, self.made = callgrind, 0
+
+    def __call__(self) -> None:
+        if self.made == 0:
+            self.callgrind.instrument(True)
+        self.callgrind.mark()
+        if self.made == 1:
+            self.callgrind.instrument(False)
+        self.made += 1
 
 
 def _callgrind() -> Any:
@@ -383,29 +412,36 @@ def _callgrind() -> Any:
     return callgrind
 
 
-def instructions(args: argparse.Namespace, coloc: CaseResult, short: CaseResult) -> None:
-    """Print the colocated and decode_short cases' instructions per step over their later
-    halves, counted in a child under callgrind: the colocated target's ratio in a figure that
-    repeats to about 0.1%, where this machine's CPU time moves by a fifth."""
+def instructions(args: argparse.Namespace, cases: list[CaseResult]) -> None:
+    """Print each case's instructions per step over its counted steps (`counted_steps`: the
+    colocated and decode_short later halves, the decode hour's last steps), counted in a
+    child under callgrind, and the colocated target's ratios: a figure that repeats to about
+    0.1% where this machine's CPU time moves by a fifth."""
     callgrind = _callgrind()
     if not callgrind.available():
         print("instructions         : valgrind is not installed (apt install valgrind)")
         return
-    print("instructions         : counting the later halves under callgrind (about ten minutes)",
+    print("instructions         : counting each case's steps under callgrind (about ten minutes)",
           flush=True)  # fmt: skip
     argv = [
-        __file__, "--callgrind-child", f"{coloc.steps},{short.steps}", "--cost", args.cost,
-        "--rate", str(args.rate), "--output-mean", str(args.output_mean),
+        __file__, "--callgrind-child", ",".join(str(c.steps) for c in cases),
+        "--cost", args.cost, "--rate", str(args.rate), "--output-mean", str(args.output_mean),
+        "--duration-s", str(args.duration_s), "--warmup-s", str(args.warmup_s),
         "--colocated-s", str(args.colocated_s),
     ]  # fmt: skip
-    coloc_n, _, short_n = callgrind.count(argv, 3)  # the middle part: between the two halves
-    per_step = []
-    for n, case in ((coloc_n, coloc), (short_n, short)):
-        half, last = TimedCost.later_half(case.steps)
-        per_step.append(n / max(last - half, 1))
-        print(f"[{case.name:9}] later half: {per_step[-1] / 1e6:,.2f} M instructions per step")
-    print(f"colocated / decode_short: {per_step[0] / per_step[1]:.1f}x instructions per step over "
-          "the later halves")  # fmt: skip
+    # parts: each case's counted steps, and between them the (uninstrumented) rest
+    counted = callgrind.count(argv, 2 * len(cases) - 1, from_start=False)[::2]
+    per_step = {}
+    for n, case in zip(counted, cases, strict=True):
+        first, last = counted_steps(case.name, case.steps)
+        per_step[case.name] = n / max(last - first, 1)
+        what = "later half" if case.name != "decode" else f"last {last - first:,} steps"
+        print(f"[{case.name:9}] {what}: {per_step[case.name] / 1e6:,.3f} M instructions per step")
+    coloc = per_step["colocated"]
+    print(f"colocated / decode      : {coloc / per_step['decode']:.2f}x instructions per step "
+          "(the same batch; target <= 2x)")  # fmt: skip
+    print(f"colocated / decode_short: {coloc / per_step['decode_short']:.2f}x instructions per "
+          "step (the same arrivals, a smaller batch)")  # fmt: skip
 
 
 if __name__ == "__main__":

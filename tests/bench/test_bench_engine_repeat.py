@@ -90,3 +90,32 @@ def test_callgrind_marks_fall_where_the_later_half_is_timed() -> None:
         half, last = priced
         want = (last**2 - half**2) / (last - half) * 1e6
         assert timed.later_half_us_per_step() == pytest.approx(want)
+
+
+def test_the_decode_hour_is_counted_over_its_last_steps_the_others_over_their_later_half() -> None:
+    b = _bench()
+    n = b.DECODE_COUNTED_STEPS
+    assert b.counted_steps("colocated", 790) == b.TimedCost.later_half(790) == (395, 789)
+    assert b.counted_steps("decode_short", 6302) == (3151, 6301)
+    assert b.counted_steps("decode", 32397) == (32396 - n, 32396)
+    assert b.counted_steps("decode", 1500) == (750, 1499)  # never before its later half
+
+
+def test_counted_marks_instrument_only_between_a_cases_two_marks() -> None:
+    """Under callgrind a case runs uninstrumented outside its counted steps: instrumentation
+    goes on before its first mark (a mark made uninstrumented would not dump) and off after its
+    second."""
+    b = _bench()
+    calls: list[str] = []
+
+    class Fake:
+        def instrument(self, on: bool) -> None:
+            calls.append("on" if on else "off")
+
+        def mark(self) -> None:
+            calls.append("mark")
+
+    for _ in range(2):  # a new one per case
+        marks = b.CountedMarks(Fake())
+        marks(), marks()
+    assert calls == ["on", "mark", "mark", "off"] * 2

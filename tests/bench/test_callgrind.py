@@ -21,10 +21,13 @@ def _module() -> ModuleType:
     return module
 
 
-def _fake_valgrind(totals: list[int]) -> Any:
-    """A stand-in for `subprocess.run` that writes callgrind's dumps: start-up, then `totals`."""
+def _fake_valgrind(totals: list[int], cmds: list[list[str]] | None = None) -> Any:
+    """A stand-in for `subprocess.run` that writes callgrind's dumps: start-up, then `totals`
+    (and keeps each command in `cmds`)."""
 
     def run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if cmds is not None:
+            cmds.append(cmd)
         out = next(a for a in cmd if a.startswith("--callgrind-out-file=")).split("=", 1)[1]
         for k, n in enumerate([999, *totals], start=1):
             Path(f"{out}.{k}").write_text(f"# callgrind format\nevents: Ir\nsummary: {n}\n")
@@ -37,6 +40,15 @@ def test_each_part_is_the_dump_after_its_mark(monkeypatch: pytest.MonkeyPatch) -
     cg = _module()
     monkeypatch.setattr(cg.subprocess, "run", _fake_valgrind([1_200, 3_400]))
     assert cg.count(["script.py"], 2) == [1_200, 3_400]  # start-up's dump left out
+
+
+def test_a_late_count_starts_uninstrumented(monkeypatch: pytest.MonkeyPatch) -> None:
+    cg = _module()
+    cmds: list[list[str]] = []
+    monkeypatch.setattr(cg.subprocess, "run", _fake_valgrind([5, 6], cmds))
+    assert cg.count(["script.py"], 2, from_start=False) == [5, 6]
+    assert cg.count(["script.py"], 2) == [5, 6]
+    assert ["--instr-atstart=no" in c for c in cmds] == [True, False]
 
 
 def test_a_part_without_its_dump_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,3 +73,24 @@ def test_a_part_doing_ten_times_the_work_counts_about_ten_times_the_instructions
     )
     small, large = cg.count([str(script)], 2)
     assert 8 < large / small < 12
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_module().available() is False, reason="valgrind is not installed")
+def test_a_part_counted_late_counts_what_it_counts_instrumented_from_the_start(
+    tmp_path: Path,
+) -> None:
+    cg = _module()
+    script = tmp_path / "late.py"
+    script.write_text(
+        f"import sys; sys.path.insert(0, {str(CALLGRIND.parent)!r})\n"
+        "import callgrind\n"
+        "def work(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
+        "late = sys.argv[1] == 'late'\n"
+        "work(300_000)  # uncounted: run uninstrumented when late\n"
+        "if late: callgrind.instrument(True)\n"
+        "callgrind.mark(); work(50_000)\ncallgrind.mark()\n"
+    )
+    (early,) = cg.count([str(script), "early"], 1)
+    (late,) = cg.count([str(script), "late"], 1, from_start=False)
+    assert late == pytest.approx(early, rel=1e-3)
