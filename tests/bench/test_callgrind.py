@@ -58,39 +58,44 @@ def test_a_part_without_its_dump_is_an_error_naming_it(monkeypatch: pytest.Monke
         cg.count(["script.py"], 2)
 
 
+def _script(path: Path, body: str) -> str:
+    """A script at `path` that imports `callgrind` and defines `work(n)` (n loop rounds), then
+    runs `body`; its path."""
+    path.write_text(
+        f"import sys; sys.path.insert(0, {str(CALLGRIND.parent)!r})\n"
+        "import callgrind\n"
+        "def work(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n" + body
+    )
+    return str(path)
+
+
+needs_valgrind = pytest.mark.skipif(
+    _module().available() is False, reason="valgrind is not installed"
+)
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(_module().available() is False, reason="valgrind is not installed")
+@needs_valgrind
 def test_a_part_doing_ten_times_the_work_counts_about_ten_times_the_instructions(
     tmp_path: Path,
 ) -> None:
-    cg = _module()
-    script = tmp_path / "parts.py"
-    script.write_text(
-        f"import sys; sys.path.insert(0, {str(CALLGRIND.parent)!r})\n"
-        "import callgrind\n"
-        "def work(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
-        "callgrind.mark(); work(20_000)\ncallgrind.mark(); work(200_000)\ncallgrind.mark()\n"
-    )
-    small, large = cg.count([str(script)], 2)
+    body = "callgrind.mark(); work(20_000)\ncallgrind.mark(); work(200_000)\ncallgrind.mark()\n"
+    small, large = _module().count([_script(tmp_path / "parts.py", body)], 2)
     assert 8 < large / small < 12
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_module().available() is False, reason="valgrind is not installed")
+@needs_valgrind
 def test_a_part_counted_late_counts_what_it_counts_instrumented_from_the_start(
     tmp_path: Path,
 ) -> None:
     cg = _module()
-    script = tmp_path / "late.py"
-    script.write_text(
-        f"import sys; sys.path.insert(0, {str(CALLGRIND.parent)!r})\n"
-        "import callgrind\n"
-        "def work(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
-        "late = sys.argv[1] == 'late'\n"
+    script = _script(
+        tmp_path / "late.py",
         "work(300_000)  # uncounted: run uninstrumented when late\n"
-        "if late: callgrind.instrument(True)\n"
-        "callgrind.mark(); work(50_000)\ncallgrind.mark()\n"
+        "if sys.argv[1] == 'late': callgrind.instrument(True)\n"
+        "callgrind.mark(); work(50_000)\ncallgrind.mark()\n",
     )
-    (early,) = cg.count([str(script), "early"], 1)
-    (late,) = cg.count([str(script), "late"], 1, from_start=False)
+    (early,) = cg.count([script, "early"], 1)
+    (late,) = cg.count([script, "late"], 1, from_start=False)
     assert late == pytest.approx(early, rel=1e-3)
