@@ -307,7 +307,7 @@ def main() -> None:
     ap.add_argument("--instructions", action="store_true",
                     help="also count the instructions of each case's steps under callgrind "
                          "(the later halves; the decode hour's last 1,000 steps) and print the "
-                         "colocated ratios (valgrind; about ten minutes)")  # fmt: skip
+                         "colocated ratios (valgrind; about six minutes)")  # fmt: skip
     ap.add_argument("--callgrind-child", help=argparse.SUPPRESS)  # each case's steps, "N,M,K"
     args = ap.parse_args()
     if args.repeat < 1:
@@ -421,7 +421,7 @@ def instructions(args: argparse.Namespace, cases: list[CaseResult]) -> None:
     if not callgrind.available():
         print("instructions         : valgrind is not installed (apt install valgrind)")
         return
-    print("instructions         : counting each case's steps under callgrind (about ten minutes)",
+    print("instructions         : counting each case's steps under callgrind (about six minutes)",
           flush=True)  # fmt: skip
     argv = [
         __file__, "--callgrind-child", ",".join(str(c.steps) for c in cases),
