@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import statistics
 import sys
@@ -51,7 +52,7 @@ import numpy as np
 import simpy
 
 from sim.catalog import load_gpu, load_model
-from sim.cost.batch import BatchShape, OpTime, StepCost
+from sim.cost.batch import BatchShape, StepCost
 from sim.engine import simulate
 from sim.metrics import summarize
 from sim.specs import Deployment, PoissonWorkload, RunSpec, Slo
@@ -83,38 +84,6 @@ def workload(rate_req_s: float, output_mean_tokens: float) -> PoissonWorkload:
             "max_tokens": 12000,
         },
     )
-
-
-@dataclass
-class StandinCost:
-    """Vectorised analytic step time for engine-only measurements.
-
-    Once fitted to `ServingCostModel`'s decode steps for this deployment (4.5 ms + ~0.36 ms per
-    request per rank); the cost model has changed since, and at 194 requests/s this stand-in now
-    runs 8.4 ms steps at ~10 requests per rank (the real model: ~105 ms at ~97 after 600 s), so
-    it times the engine in another regime. The real run's `split` line gives the engine's own
-    CPU in the benchmark's regime. Per-rank attention reads each request's whole KV, so long
-    contexts still make a rank the slowest.
-    """
-
-    kv_bytes_per_token: float = 71_424.0  # DeepSeek-V3 BF16 latent, 61 layers + the MTP layer
-    kv_capacity_tokens_per_rank: int = 600_000
-    state_tokens_per_request: int = 0
-    hbm_bytes_s: float = 3.35e12
-    fixed_s: float = 0.0045  # per-step floor: launches, EP dispatch/combine latency
-    token_s: float = 1.48e-4  # routed experts + EP traffic per token per rank
-
-    def step_cost(self, batch: BatchShape) -> StepCost:
-        n = batch.num_ranks
-        kv = np.bincount(batch.rank, weights=batch.kv_tokens, minlength=n)
-        rank_s = kv * self.kv_bytes_per_token / self.hbm_bytes_s
-        attn = float(rank_s.max())
-        moe = self.fixed_s + self.token_s * float(batch.new_tokens.sum()) / n
-        ops = {
-            "attention": OpTime(seconds=attn, source="roofline"),
-            "moe_and_ep": OpTime(seconds=moe, source="roofline"),
-        }
-        return StepCost(duration_s=attn + moe, rank_own_s=rank_s, ops=ops)
 
 
 def real_cost(d: Deployment) -> Any:
@@ -219,7 +188,8 @@ class CaseResult:
 def run_case(name: str, d: Deployment, cost_kind: str, rate: float, output_mean: float,
              duration_s: float, warmup_s: float, mark_at: frozenset[int] = frozenset(),
              mark: Callable[[], None] | None = None) -> CaseResult:  # fmt: skip
-    cost = TimedCost(real_cost(d) if cost_kind == "real" else StandinCost(), mark_at, mark)
+    model = real_cost(d) if cost_kind == "real" else _sibling("standin_cost").StandinCost()
+    cost = TimedCost(model, mark_at, mark)
     run = RunSpec(duration_s=duration_s, warmup_s=min(warmup_s, duration_s / 4))
     t0, c0 = time.perf_counter(), time.process_time()
     out = simulate(d, lambda _: cost, workload(rate, output_mean), run)
@@ -322,13 +292,13 @@ def main() -> None:
         # the decode unit over the same first seconds: the same arrivals, a smaller batch
         plan.append(("decode_short", DEPLOYMENT, args.colocated_s, args.colocated_s / 4))
     if args.callgrind_child:  # under callgrind: each case's counted steps between marks
-        callgrind = _callgrind()
+        callgrind = _sibling("callgrind")
         for (name, d, duration_s, warmup_s), steps in zip(
             plan, map(int, args.callgrind_child.split(",")), strict=True
         ):
             at = frozenset(counted_steps(name, steps))
             run_case(name, d, args.cost, args.rate, args.output_mean, duration_s, warmup_s, at,
-                     CountedMarks(callgrind))  # fmt: skip
+                     callgrind.Window())  # fmt: skip
         return
     runs: dict[str, list[CaseResult]] = {name: [] for name, *_ in plan}
     for _ in range(args.repeat):  # interleaved: a slow spell of the machine hits every case
@@ -388,28 +358,10 @@ def counted_steps(name: str, steps: int) -> tuple[int, int]:
     return (max(half, last - DECODE_COUNTED_STEPS), last) if name == "decode" else (half, last)
 
 
-class CountedMarks:
-    """A case's two marks under callgrind, run uninstrumented outside them: instrumentation on,
-    then the first mark; the second mark, then instrumentation off (`callgrind.instrument`)."""
-
-    def __init__(self, callgrind: Any) -> None:
-        self.callgrind, self.made = callgrind, 0
-
-    def __call__(self) -> None:
-        if self.made == 0:
-            self.callgrind.instrument(True)
-        self.callgrind.mark()
-        if self.made == 1:
-            self.callgrind.instrument(False)
-        self.made += 1
-
-
-def _callgrind() -> Any:
-    """`bench/callgrind.py`, from this script's folder."""
+def _sibling(name: str) -> Any:
+    """A module of this script's folder (`callgrind`, `standin_cost`), wherever this runs from."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import callgrind
-
-    return callgrind
+    return importlib.import_module(name)
 
 
 def instructions(args: argparse.Namespace, cases: list[CaseResult]) -> None:
@@ -417,7 +369,7 @@ def instructions(args: argparse.Namespace, cases: list[CaseResult]) -> None:
     colocated and decode_short later halves, the decode hour's last steps), counted in a
     child under callgrind, and the colocated target's ratios: a figure that repeats to about
     0.1% where this machine's CPU time moves by a fifth."""
-    callgrind = _callgrind()
+    callgrind = _sibling("callgrind")
     if not callgrind.available():
         print("instructions         : valgrind is not installed (apt install valgrind)")
         return
@@ -437,11 +389,11 @@ def instructions(args: argparse.Namespace, cases: list[CaseResult]) -> None:
         per_step[case.name] = n / max(last - first, 1)
         what = "later half" if case.name != "decode" else f"last {last - first:,} steps"
         print(f"[{case.name:9}] {what}: {per_step[case.name] / 1e6:,.3f} M instructions per step")
-    coloc = per_step["colocated"]
-    print(f"colocated / decode      : {coloc / per_step['decode']:.2f}x instructions per step "
-          "(the same batch; target <= 2x)")  # fmt: skip
-    print(f"colocated / decode_short: {coloc / per_step['decode_short']:.2f}x instructions per "
-          "step (the same arrivals, a smaller batch)")  # fmt: skip
+    coloc = next(c for c in cases if c.name == "colocated")
+    for base in (c for c in cases if c.name != "colocated"):
+        print(f"colocated / {base.name:12}: {per_step['colocated'] / per_step[base.name]:.2f}x "
+              f"instructions per step (batch/rank {coloc.batch_per_rank:.1f} vs "
+              f"{base.batch_per_rank:.1f}; target <= 2x at the same batch)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -99,23 +99,3 @@ def test_the_decode_hour_is_counted_over_its_last_steps_the_others_over_their_la
     assert b.counted_steps("decode_short", 6302) == (3151, 6301)
     assert b.counted_steps("decode", 32397) == (32396 - n, 32396)
     assert b.counted_steps("decode", 1500) == (750, 1499)  # never before its later half
-
-
-def test_counted_marks_instrument_only_between_a_cases_two_marks() -> None:
-    """Under callgrind a case runs uninstrumented outside its counted steps: instrumentation
-    goes on before its first mark (a mark made uninstrumented would not dump) and off after its
-    second."""
-    b = _bench()
-    calls: list[str] = []
-
-    class Fake:
-        def instrument(self, on: bool) -> None:
-            calls.append("on" if on else "off")
-
-        def mark(self) -> None:
-            calls.append("mark")
-
-    for _ in range(2):  # a new one per case
-        marks = b.CountedMarks(Fake())
-        marks(), marks()
-    assert calls == ["on", "mark", "mark", "off"] * 2

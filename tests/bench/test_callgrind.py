@@ -51,6 +51,20 @@ def test_a_late_count_starts_uninstrumented(monkeypatch: pytest.MonkeyPatch) -> 
     assert ["--instr-atstart=no" in c for c in cmds] == [True, False]
 
 
+def test_a_window_instruments_only_between_its_two_marks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a late count a part runs uninstrumented outside its marks: instrumentation goes on
+    before its first mark (a mark made uninstrumented would not dump) and off after its
+    second."""
+    cg = _module()
+    calls: list[str] = []
+    monkeypatch.setattr(cg, "instrument", lambda on: calls.append("on" if on else "off"))
+    monkeypatch.setattr(cg, "mark", lambda: calls.append("mark"))
+    for _ in range(2):  # a new one per part
+        window = cg.Window()
+        window(), window()
+    assert calls == ["on", "mark", "mark", "off"] * 2
+
+
 def test_a_part_without_its_dump_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     cg = _module()
     monkeypatch.setattr(cg.subprocess, "run", _fake_valgrind([1_200]))
