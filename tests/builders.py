@@ -5,13 +5,17 @@ simulated time); `tiny(...)` replaces its top-level keys and `poisson(...)` writ
 `decode_ranks` is a decode-only batch with given requests per rank. `unit` and `pd_pair`
 build the one-node deployments the engine tests drive with a fixed cost model. `SHORT_TEXT`
 and `SMALL_TEXT` are scenario files for tests that read YAML; `MEASURED_ROW` and
-`write_rows_csv` make a measured-rows CSV for the validation tests. Import them as
+`write_rows_csv` make a measured-rows CSV for the validation tests. `bench_script` loads one
+of `bench/`'s scripts (not a package) as a module for its tests. Import them as
 `from tests.builders import ...` (pyproject puts the repository root on the path)."""
 
 from __future__ import annotations
 
 import csv
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -157,3 +161,15 @@ def write_rows_csv(
         for r in rows:
             w.writerow({c: r.get(c, "") for c in columns})
     return path
+
+
+def bench_script(name: str) -> ModuleType:
+    """`bench/<name>.py` loaded as the module `<name>_under_test` (registered in `sys.modules`,
+    where dataclasses look their module up)."""
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

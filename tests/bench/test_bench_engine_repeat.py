@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_engine.py"
+from tests.builders import bench_script
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_engine_under_test", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("bench_engine")
 
 
 def _run(b: ModuleType, cpu_s: float, steps: int = 100, digest: str = "d1") -> object:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
 from types import ModuleType
@@ -10,15 +9,13 @@ from typing import Any
 
 import pytest
 
+from tests.builders import bench_script
+
 CALLGRIND = Path(__file__).resolve().parents[2] / "bench" / "callgrind.py"
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("callgrind_under_test", CALLGRIND)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("callgrind")
 
 
 def _fake_valgrind(totals: list[int], cmds: list[list[str]] | None = None) -> Any:

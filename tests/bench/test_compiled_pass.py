@@ -3,23 +3,17 @@ its numpy pass do the same arithmetic, and the numpy pass does what the engine's
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "compiled_pass.py"
+from tests.builders import bench_script
 
 
 @pytest.fixture(scope="module")
 def cp() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compiled_pass_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("compiled_pass")
 
 
 def _small(cp: ModuleType, seed: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
