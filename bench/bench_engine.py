@@ -346,8 +346,7 @@ def main() -> None:
         instructions(args, cases)
 
 
-# the decode hour's steps counted under callgrind: its last ones (its later half, 16k steps,
-# would take twenty minutes there; these steps run at the same batch in the same steady state)
+# the decode hour's last steps, counted under callgrind (its 16k-step later half takes 20 min)
 DECODE_COUNTED_STEPS = 1_000
 
 
@@ -360,7 +359,8 @@ def counted_steps(name: str, steps: int) -> tuple[int, int]:
 
 def _sibling(name: str) -> Any:
     """A module of this script's folder (`callgrind`, `standin_cost`), wherever this runs from."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if (here := str(Path(__file__).resolve().parent)) not in sys.path:  # once, not per call
+        sys.path.insert(0, here)
     return importlib.import_module(name)
 
 
