@@ -3,7 +3,8 @@
 The decode hour's target (6 s of CPU: ~185 us a step, engine and cost model together) is below
 what the engine's numpy passes over its ~17,500 running requests take alone. This script times
 one step's per-request arithmetic, written the two ways, on arrays of the decode hour's size
-(144 ranks x ~122 requests, rows sorted by rank as the running set keeps them):
+(144 ranks x ~122 requests, rows sorted by rank: the stand-in's order, not the running
+set's, which keeps rows in admission order with holes filled from its end):
 
 - `numpy_pass`: as the engine and the cost model do it, one numpy call per operation: each
   row's tokens (1 + its MTP draft, accepted when its 32-bit draw is below the threshold), the
@@ -55,8 +56,8 @@ def numpy_pass(
 
 def _loop(kv, end, pages, rank, draws):  # type: ignore[no-untyped-def]
     """`numpy_pass` as one loop over the rows (compiled by numba: the module's constants are
-    frozen into it, so the page division is a shift). Rows are sorted by rank, so each rank's
-    sums are kept in registers over its run of rows and stored once."""
+    frozen into it, so the page division is a shift). The stand-in's rows are sorted by rank,
+    so each rank's sums are kept in registers over its run of rows and stored once."""
     n = kv.shape[0]
     done = np.empty(n, np.int64)
     added = np.zeros(RANKS, np.int64)
