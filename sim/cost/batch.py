@@ -88,9 +88,11 @@ class StepCost:
 
 
 def all_equal(a: NDArray[np.generic]) -> bool:
-    """Whether every entry of non-empty `a` equals its first: one comparison and a count, far
-    cheaper than `min() == max()` (two reductions) on a step's small arrays."""
-    return not np.count_nonzero(a != a[0])
+    """Whether every entry of non-empty 1-D `a` equals its first: at once for one value
+    broadcast (stride 0: a decode step's verify widths, `sim.engine.running`), else one
+    comparison and a count, far cheaper than `min() == max()` (two reductions) on a step's
+    small arrays."""
+    return a.strides[0] == 0 or not np.count_nonzero(a != a[0])
 
 
 def distinct(a: NDArray[np.intp]) -> tuple[list[int], NDArray[np.intp]]:

@@ -62,10 +62,11 @@ class RunningSet:
         self._ids, self._rank, self._kv, self._end, self._pages, self._room = self._buf
 
     def _constants(self, cap: int) -> None:
-        # read-only batch columns shared by every decode-only step: views never copy
-        self._width = np.full(cap, 1 + self.draft_tokens, dtype=np.int64)
-        self._ones = np.ones(cap, dtype=bool)
-        self._width.flags.writeable = self._ones.flags.writeable = False
+        # read-only batch columns shared by every decode-only step: one value each, broadcast
+        # (stride 0), so views never copy and a uniform column is seen as one without reading
+        # it (`sim.cost.batch.all_equal`)
+        self._width = np.broadcast_to(np.int64(1 + self.draft_tokens), (cap,))
+        self._ones = np.broadcast_to(np.True_, (cap,))
 
     # column views (length n); writes go to the buffer
     @property
