@@ -6,6 +6,8 @@ any other array is compared entry by entry, and a batch prices the same either w
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from sim.catalog import load_gpu, load_model
@@ -51,15 +53,14 @@ def test_a_decode_step_prices_alike_with_broadcast_widths_or_an_array() -> None:
         np.testing.assert_array_equal(broadcast.rank_own_s, plain.rank_own_s)
 
 
+@dataclass
 class Widths(FixedCost):
     """`FixedCost` that keeps the stride and values of each decode-only step's widths."""
 
-    seen: list[tuple[int, set[int]]]
+    seen: list[tuple[int, set[int]]] = field(default_factory=list)
 
     def step_cost(self, batch: BatchShape) -> StepCost:
         if batch.size and np.count_nonzero(batch.is_decode) == batch.size:
-            if not hasattr(self, "seen"):
-                self.seen = []
             self.seen.append((batch.new_tokens.strides[0], set(batch.new_tokens.tolist())))
         return super().step_cost(batch)
 
