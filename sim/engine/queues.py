@@ -52,10 +52,16 @@ class RankQueues:
         self._first = np.full(num_ranks, _NO_SLOT, dtype=np.int64)
         self._last = np.full(num_ranks, _NO_SLOT, dtype=np.int64)
         self._slot = np.zeros((4, slots), dtype=np.int64)  # id, pages, tokens, next by slot
+        self._slot_rows()
         self._free = np.arange(slots - 1, -1, -1, dtype=np.int64)  # a stack: its top is last
         self._n_free = slots
 
     # -- the slot pool -------------------------------------------------------------------------
+    def _slot_rows(self) -> None:
+        # 1-D views of the pool's rows: indexing a row by an index array costs a third of the
+        # same index into the 2-D pool
+        self._slot_id, self._slot_pages, self._slot_tokens, self._next = self._slot
+
     def _take_slots(self, n: int) -> IntArray:
         """`n` free slots (the pool grows by doubling when it has too few)."""
         if n > self._n_free:
@@ -64,6 +70,7 @@ class RankQueues:
             grown = np.zeros((4, size), dtype=np.int64)
             grown[:, :old] = self._slot
             self._slot = grown
+            self._slot_rows()
             free = np.empty(size, dtype=np.int64)  # free slots never outnumber the pool's
             free[: self._n_free] = self._free[: self._n_free]
             free[self._n_free : self._n_free + size - old] = np.arange(size - 1, old - 1, -1)
@@ -79,9 +86,9 @@ class RankQueues:
     def _chain(self, ids: IntArray, pages: IntArray, tokens: IntArray) -> IntArray:
         """Slots holding the entries, each linked to the next (the last to none)."""
         s = self._take_slots(ids.shape[0])
-        self._slot[0, s], self._slot[1, s], self._slot[2, s] = ids, pages, tokens
-        self._slot[3, s[:-1]] = s[1:]
-        self._slot[3, s[-1]] = _NO_SLOT
+        self._slot_id[s], self._slot_pages[s], self._slot_tokens[s] = ids, pages, tokens
+        self._next[s[:-1]] = s[1:]
+        self._next[s[-1]] = _NO_SLOT
         return s
 
     # -- heads -----------------------------------------------------------------------------
@@ -129,11 +136,11 @@ class RankQueues:
             first[1:] = rb[1:] != rb[:-1]
             last = np.ones(rb.shape[0], dtype=bool)
             last[:-1] = first[1:]
-            self._slot[3, s[last]] = _NO_SLOT  # a run ends its rank's chain
+            self._next[s[last]] = _NO_SLOT  # a run ends its rank's chain
             at = rb[first]
             tail = self._last[at]
             linked = tail != _NO_SLOT
-            self._slot[3, tail[linked]] = s[first][linked]
+            self._next[tail[linked]] = s[first][linked]
             self._first[at[~linked]] = s[first][~linked]
             self._last[rb[last]] = s[last]
         np.add.at(self.length, ranks, 1)
@@ -171,7 +178,7 @@ class RankQueues:
         if behind:
             ids, pages, tokens = (np.array(c, dtype=np.int64) for c in zip(*behind, strict=True))
             s = self._chain(ids, pages, tokens)
-            self._slot[3, s[-1]] = self._first[r]
+            self._next[s[-1]] = self._first[r]
             if self._first[r] == _NO_SLOT:
                 self._last[r] = s[-1]
             self._first[r] = s[0]
@@ -192,12 +199,14 @@ class RankQueues:
             self._state[:, ranks[~longer]] = self._EMPTIED
             ranks = ranks[longer]
         s = self._first[ranks]
-        nxt = self._slot[3, s]
+        nxt = self._next[s]
         self._first[ranks] = nxt
         self._last[ranks[nxt == _NO_SLOT]] = _NO_SLOT
         self.length[ranks] -= 1
         self.queued_pages[ranks] -= self.head_pages[ranks]  # the admitted heads' pages
-        self.head_ids[ranks], self.head_pages[ranks], self.head_tokens[ranks] = self._slot[:3, s]
+        self.head_ids[ranks], self.head_pages[ranks], self.head_tokens[ranks] = (
+            self._slot_id[s], self._slot_pages[s], self._slot_tokens[s],
+        )  # fmt: skip
         self._give_slots(s)
 
     def front(self, r: int) -> Iterator[Entry]:

@@ -16,8 +16,11 @@ import numpy as np
 from sim.engine.requests import IntArray
 
 # up to this many arrivals, `_merge_argmin` sorts the few candidate pairs (`_few_picks`) instead
-# of bisecting on a level
+# of bisecting on a level; more arrivals, while their candidate pairs number at most
+# `_PAIRS_MAX` (a burst over ranks whose scores lie close together, as a balanced router
+# keeps them), sort those pairs too
 _LOOP_MAX = 48
+_PAIRS_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -42,18 +45,20 @@ def _sequential_argmin(score: IntArray, add: IntArray) -> IntArray:
     return out
 
 
-def _few_picks(s: IntArray, step: int, k: int) -> IntArray:
-    """`_merge_argmin` for a few picks. Only the k ranks of lowest (score, rank) can be picked
-    (a rank outside them would come after all k of them had been picked once), and their k
-    first scores s, s + step, ... hold every pick: the picks are the k smallest of those k x k
-    (score, rank) pairs, in order, each pair one integer key score * R + rank."""
+def _few_picks(s: IntArray, step: int, k: int, m: int | None = None) -> IntArray:
+    """`_merge_argmin` for a few picks, or where no rank can take more than `m` of them. Only
+    the k ranks of lowest (score, rank) can be picked (a rank outside them would come after
+    all k of them had been picked once), and their first min(k, m) scores s, s + step, ...
+    hold every pick: the picks are the k smallest of those (score, rank) pairs, in order,
+    each pair one integer key score * R + rank."""
     if k == 1:  # one arrival: the lowest score, the lowest rank among ties (argmin's first)
         return np.array([s.argmin()], dtype=np.int64)
     R = s.shape[0]
     key = s * R + np.arange(R)
     if k < R:
         key = key[np.argpartition(key, k - 1)[:k]]
-    pairs = (key[:, None] + (step * R) * np.arange(k)).ravel()
+    cols = k if m is None else min(k, m)
+    pairs = (key[:, None] + (step * R) * np.arange(cols)).ravel()
     picks = np.partition(pairs, k - 1)[:k] if pairs.shape[0] > k else pairs
     picks.sort()
     return picks % R  # type: ignore[no-any-return]
@@ -65,7 +70,9 @@ def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
     Rank r's successive scores s_r, s_r + step, ... rise, so the greedy picks are a k-way merge
     of those lists: the k smallest (score, rank) pairs in order. The k-th smallest score L is
     found by bisection on how many pairs lie at or below a level; every pair below L is picked,
-    then the lowest ranks with a pair at exactly L.
+    then the lowest ranks with a pair at exactly L. Where the scores lie close together (a
+    saturated unit's burst, spread by this router) the candidate pairs under a bound on L are
+    few: those are sorted instead (`_few_picks`), as for a few picks.
     """
     s = score if score.dtype == np.int64 else score.astype(np.int64)  # read, never written
     if k <= _LOOP_MAX:
@@ -77,6 +84,9 @@ def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
     # at or above it every rank has per_rank pairs (at least k); the lowest rank alone has k
     # pairs up to least + step (k - 1)
     hi = min(least + step * (k - 1), most + step * (per_rank - 1))
+    m = (hi - least) // step + 1  # pairs at or below hi on the lowest rank: the most any takes
+    if min(k, R) * min(k, m) <= _PAIRS_MAX:  # scores close together: few candidate pairs
+        return _few_picks(s, step, k, m)
     while lo < hi:
         mid = (lo + hi) // 2
         if int(np.maximum((mid - s) // step + 1, 0).sum()) >= k:
