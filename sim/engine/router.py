@@ -45,8 +45,8 @@ def _sequential_argmin(score: IntArray, add: IntArray) -> IntArray:
     return out
 
 
-def _few_picks(s: IntArray, step: int, k: int, m: int | None = None) -> IntArray:
-    """`_merge_argmin` for a few picks, or where no rank can take more than `m` of them. Only
+def _few_picks(s: IntArray, step: int, k: int, m: int) -> IntArray:
+    """`_merge_argmin` where no rank can take more than `m` of the k picks (m = k: any). Only
     the k ranks of lowest (score, rank) can be picked (a rank outside them would come after
     all k of them had been picked once), and their first min(k, m) scores s, s + step, ...
     hold every pick: the picks are the k smallest of those (score, rank) pairs, in order,
@@ -57,8 +57,7 @@ def _few_picks(s: IntArray, step: int, k: int, m: int | None = None) -> IntArray
     key = s * R + np.arange(R)
     if k < R:
         key = key[np.argpartition(key, k - 1)[:k]]
-    cols = k if m is None else min(k, m)
-    pairs = (key[:, None] + (step * R) * np.arange(cols)).ravel()
+    pairs = (key[:, None] + (step * R) * np.arange(min(k, m))).ravel()
     picks = np.partition(pairs, k - 1)[:k] if pairs.shape[0] > k else pairs
     picks.sort()
     return picks % R  # type: ignore[no-any-return]
@@ -76,7 +75,7 @@ def _merge_argmin(score: IntArray, step: int, k: int) -> IntArray:
     """
     s = score if score.dtype == np.int64 else score.astype(np.int64)  # read, never written
     if k <= _LOOP_MAX:
-        return _few_picks(s, step, k)
+        return _few_picks(s, step, k, k)
     R = s.shape[0]
     least, most = int(s.min()), int(s.max())
     per_rank = -(-k // R)  # ceil(k / R): below the level each rank has fewer pairs than that
