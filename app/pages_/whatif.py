@@ -25,6 +25,7 @@ from app import (
     runner,
     sweep,
 )
+from app.state import forget_inputs
 from sim.api import Curves, FieldError, parse_scenario, profile_names, resolve
 from sim.specs.scenario import Scenario
 from sim.specs.workload import ClosedWorkload
@@ -98,8 +99,7 @@ def _load_yaml() -> None:
         st.warning(f"{upload.name}: only the first four of its deployments are shown")
     if len(deps) == 1:
         deps.append({**deps[0], "name": f"{deps[0]['name']}_b"})
-    for k in [k for k in st.session_state if isinstance(k, str) and k.startswith(FORM_PREFIXES)]:
-        del st.session_state[k]
+    forget_inputs(st.session_state, FORM_PREFIXES)
     st.session_state["wi_loaded"] = {
         "name": data["name"], "model": data["model"], "gpu": data["gpu"],
         "profile": data.get("profile"), "deployments": deps, "workload": data["workload"],

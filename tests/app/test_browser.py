@@ -120,10 +120,10 @@ def _screenshot(page: object, name: str, tmp_path: Path) -> Path:
 
 
 def _idle(page: object) -> None:
-    """Wait until the app runs no script: a rerun still under way (the first render's, on a
-    loaded machine) would draw its widgets again from their defaults over what is typed."""
-    status = page.locator('[data-testid="stStatusWidget"]')  # type: ignore[attr-defined]
-    status.wait_for(state="hidden", timeout=60_000)
+    """Wait until the app runs no script (the app element's script state, which Streamlit sets
+    as a run starts; its status widget shows only some time after)."""
+    idle = page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')  # type: ignore[attr-defined]
+    idle.wait_for(timeout=60_000)
 
 
 def _set_number(page: object, label: str, value: int, nth: int = 0) -> None:
@@ -233,9 +233,7 @@ def test_whatif_inputs_survive_a_page_switch(app_url: str, browser: object) -> N
     _set_number(page, "attn tp", 4)
     expect(page.get_by_label("attn tp", exact=True).nth(0)).to_have_value("4")
     # the box shows what was typed at once; the app holds it once the rerun Enter started has
-    # run (a page switch that interrupts that rerun, on a loaded machine, can lose it: seen in
-    # CI and under load, where the status widget had not shown yet), so switch as a user does,
-    # once the card's layout line, drawn by that rerun, shows the new value
+    # run, so switch as a user does: once the card's layout line, drawn by that rerun, shows it
     page.get_by_text("8 GPUs: attn TP4 x DP2").wait_for(timeout=60_000)
     _idle(page)
     page.get_by_text("Physics", exact=True).click()
