@@ -3,13 +3,10 @@ What-if fixes found with it (inputs survive a page switch)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from app_helpers import figures, open_page
 
+from app.pages_.scenarios import SCENARIOS
 from app.state import STORE, forget_inputs, keep_inputs, kept_keys
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_plan_page_quick_search_shows_chart_table_and_commands() -> None:
@@ -72,7 +69,7 @@ def test_a_loaded_scenario_replaces_what_was_typed() -> None:
     at.sidebar.radio(key="page").set_value("Physics").run()  # kept in the store now
     at.sidebar.radio(key="page").set_value("What-if").run()
     assert at.number_input(key="dep0.attn_tp").value == 4
-    text = (ROOT / "scenarios" / "default.yaml").read_bytes()
+    text = (SCENARIOS / "default.yaml").read_bytes()
     at.file_uploader(key="wi_yaml_file").set_value(("default.yaml", text, "text/yaml")).run()
     assert not at.exception, at.exception
     assert at.number_input(key="dep0.attn_tp").value == 8  # the file's, not the kept 4
