@@ -20,11 +20,11 @@ from sim.engine.requests import IntArray, RequestTable
 IDS, RANK, KV, END, PAGES, ROOM = range(6)  # rows of the column buffer
 
 
-def leading(pos: IntArray) -> IntArray | slice:
+def leading(pos: IntArray | slice) -> IntArray | slice:
     """Ascending positions `pos` as the slice they make where they are the first len(pos) rows
-    (a colocated step's decode rows nearly always are: rows join at the end and start decoding
-    after a chunk or two), else `pos` itself: a slice reads and writes the columns in place,
-    where an index array gathers and scatters copies of them."""
+    (`RunningSet.decode_rows` gives a slice already where it can), else `pos` itself."""
+    if isinstance(pos, slice):
+        return pos
     n = pos.shape[0]
     return slice(0, n) if n and int(pos[n - 1]) == n - 1 else pos
 
@@ -121,6 +121,17 @@ class RunningSet:
     def columns(self, pos: IntArray) -> IntArray:
         """Every column of the few rows at `pos` at once (index the result with IDS, RANK, ...)."""
         return self._buf.take(pos, axis=1)
+
+    def decode_rows(self) -> IntArray | slice:
+        """Positions of the decode rows: the slice of the first rows where they lead (a
+        colocated step's nearly always do: rows join at the end and start decoding after a
+        chunk or two), else an index array. They lead exactly when the last `n_prefill` rows
+        are all still in prefill, so only those few are read. A slice reads and writes the
+        columns in place, where an index array gathers and scatters copies of them."""
+        n, pre = self.n, self.n_prefill
+        if not np.count_nonzero(self._dec[n - pre : n]):
+            return slice(0, n - pre)
+        return self._dec[:n].nonzero()[0]
 
     def set_pages(self, pos: IntArray | slice, pages: IntArray) -> None:
         self._pages[pos] = pages

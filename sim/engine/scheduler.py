@@ -17,9 +17,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from sim.cost.batch import BatchShape
 from sim.engine.admission import NONE_ADMITTED, RankBudget
@@ -28,6 +29,8 @@ from sim.engine.running import RunningSet, leading
 
 if TYPE_CHECKING:
     from sim.engine.pool import Pool
+
+G = TypeVar("G", bound=np.generic)
 
 _NONE = np.zeros(0, dtype=np.int64)
 _NONE.flags.writeable = False
@@ -40,7 +43,8 @@ class StepPlan(NamedTuple):
     """
 
     n: int
-    decode_pos: IntArray | None  # None: every running request decodes
+    decode_pos: IntArray | slice | None  # None: every running request decodes; a slice: the
+    # decode rows lead the running set (`RunningSet.decode_rows`)
     prefill_pos: IntArray  # requests mid-prefill (chunk 0 = waits this step)
     chunks: IntArray
     batch: BatchShape
@@ -50,7 +54,14 @@ class StepPlan(NamedTuple):
 
     @property
     def n_decode(self) -> int:
-        return self.n if self.decode_pos is None else int(self.decode_pos.shape[0])
+        return _rows(self.decode_pos, self.n)
+
+
+def _rows(pos: IntArray | slice | None, n: int) -> int:
+    """How many rows `pos` names in a running set of `n` rows (None: all of them)."""
+    if pos is None:
+        return n
+    return int(pos.stop) if isinstance(pos, slice) else int(pos.shape[0])
 
 
 def _preempt(pool: Pool, rs: RunningSet, over: IntArray) -> None:
@@ -158,18 +169,19 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
             if np.count_nonzero(go):
                 pre_pos = np.concatenate([pre_pos, first + go.nonzero()[0]])
                 chunks = np.concatenate([chunks, c[go]])
-    decode_pos = rs.is_decode.nonzero()[0] if rs.n_prefill else None
+    decode_pos = rs.decode_rows() if rs.n_prefill else None
     waiting_pos = None
     prefills = bool(chunks.shape[0]) and bool(np.count_nonzero(chunks > 0))
     if decode_pos is not None and not pool.mixed_chunk and prefills:
         # a rank that prefills this step runs nothing else: its decode requests wait
+        if isinstance(decode_pos, slice):
+            decode_pos = np.arange(decode_pos.stop)
         busy = np.zeros(R, dtype=bool)
         busy[rs.rank[pre_pos[chunks > 0]]] = True
         sits = busy[rs.rank[decode_pos]]
         waiting_pos = decode_pos[sits]
         decode_pos = decode_pos[~sits]
-    n_dec = rs.n if decode_pos is None else decode_pos.shape[0]
-    if n_dec == 0 and not prefills:
+    if _rows(decode_pos, rs.n) == 0 and not prefills:
         return None
     batch = _batch(pool, rs, decode_pos, pre_pos, chunks)
     counts = batch.segments_per_rank
@@ -187,14 +199,14 @@ def plan(pool: Pool, unit: int, rs: RunningSet) -> StepPlan | None:
     )
 
 
-def _read_only(a: IntArray) -> IntArray:
+def _read_only(a: NDArray[G]) -> NDArray[G]:
     v = a.view()
     v.flags.writeable = False
     return v
 
 
 def _batch(
-    pool: Pool, rs: RunningSet, dec: IntArray | None, pre: IntArray, chunks: IntArray
+    pool: Pool, rs: RunningSet, dec: IntArray | slice | None, pre: IntArray, chunks: IntArray
 ) -> BatchShape:
     """The step's segments: decode rows first (in running-set order), then prefill chunks.
 
@@ -218,13 +230,20 @@ def _batch(
     pre, chunks = pre[go], chunks[go]
     ids = rs.ids[pre]
     reach = pool.table.prefilled[ids] + chunks  # the cache after this chunk
-    is_decode = np.zeros(n_dec + pre.shape[0], dtype=bool)
-    is_decode[:n_dec] = True
+    size = n_dec + pre.shape[0]
+    if isinstance(sel, slice) and size == rs.n and pre.tolist() == list(range(n_dec, size)):
+        # every row in running-set order, the decode ones leading (a colocated step's usual
+        # batch): its ranks and decode flags are the running set's own columns, not copies
+        rank_all, is_decode = _read_only(rs.rank), _read_only(rs.is_decode)
+    else:
+        rank_all = np.concatenate([rank, rs.rank[pre]])
+        is_decode = np.zeros(size, dtype=bool)
+        is_decode[:n_dec] = True
     samples = is_decode.copy()
     samples[n_dec:] = reach >= pool.table.prefill_target[ids]
     return BatchShape(
         num_ranks=pool.ranks_per_unit,
-        rank=np.concatenate([rank, rs.rank[pre]]),
+        rank=rank_all,
         new_tokens=np.concatenate([new_dec, chunks]),
         kv_tokens=np.concatenate([kv, reach]),
         is_decode=is_decode,

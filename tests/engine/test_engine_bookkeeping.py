@@ -129,12 +129,32 @@ def test_an_illegal_transition_names_the_request_one_or_many() -> None:
     assert int(t.rank[2]) == 0
 
 
+def test_decode_rows_are_a_slice_exactly_where_they_lead() -> None:
+    """`decode_rows` names the rows `is_decode` marks: as the slice of the first rows where
+    every row still in prefill comes after them, else as their positions."""
+    t = _table(40)
+    rs = RunningSet(3, capacity=4)
+    ids = np.arange(40)
+    dec = np.ones(40, dtype=bool)
+    dec[-5:] = False  # rows still in prefill, last
+    rs.append(t, ids, ids % 3, np.full(40, 2), dec)
+    assert rs.decode_rows() == slice(0, 35)
+    rs.turned_decode(t, np.array([36]))  # a decode row among them: by index
+    got = rs.decode_rows()
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, rs.is_decode.nonzero()[0])
+    assert got.tolist() == [*range(35), 36]
+    rs.remove(np.array([35, 37, 38, 39]))  # none in prefill: every row
+    assert rs.n_prefill == 0 and rs.decode_rows() == slice(0, 36)
+
+
 def test_decode_rows_leading_the_running_set_step_in_place_as_by_index(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A colocated step's decode rows are nearly always the running set's first rows, read and
-    advanced in place (`leading`); where a long prompt still prefills among them they are
-    gathered by index. Either way the same run, to the last token and second."""
+    advanced in place (`RunningSet.decode_rows` gives their slice, `leading` finds one in an
+    index array); where a long prompt still prefills among them they are gathered by index.
+    Either way the same run, to the last token and second."""
     rng = np.random.default_rng(4)
     n = 300
     rows = zip(np.sort(rng.uniform(0, 3, n)).tolist(), rng.integers(16, 3000, n).tolist(),
@@ -161,6 +181,7 @@ def test_decode_rows_leading_the_running_set_step_in_place_as_by_index(
     assert any(sliced) and not all(sliced)  # both paths taken
     monkeypatch.setattr(step, "leading", lambda pos: pos)
     monkeypatch.setattr(scheduler, "leading", lambda pos: pos)
+    monkeypatch.setattr(RunningSet, "decode_rows", lambda rs: rs.is_decode.nonzero()[0])
     by_index = run()
     for a, b in zip(in_place, by_index, strict=True):
         for x, y in zip(a, b, strict=True):
