@@ -16,7 +16,7 @@ exactly (its token-level work is interpolated between buckets, `sim.cost.mixed_r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -69,10 +69,20 @@ class MixedShape(NamedTuple):
 Shape = RankShape | MixedShape  # a rank's step work: decode-only, or with prompt chunks
 
 
+# remembered: a step's chunk ranks repeat a few hundred (requests, context bucket) pairs
+@lru_cache(maxsize=4096)
 def decode_group(path: int, width: int, requests: int, context_bucket: int) -> DecodeGroup:
     """A `RankShape` decode group as its requests' common context (no shorter than their new
     tokens), as `rank_shape.shape_segments` spells them out."""
     return (path, float(width), requests, max(centre(context_bucket) / requests, float(width)))
+
+
+@lru_cache(maxsize=4096)
+def _one_group(path: int, width: int, requests: int, context_bucket: int) -> tuple[DecodeGroup]:
+    """A rank's decode side of one group (`decode_group`) as its shape holds it, remembered: a
+    step's shapes then hold the very key their part is stored under, which a dict finds by
+    identity, without comparing it."""
+    return (decode_group(path, width, requests, context_bucket),)
 
 
 def mixed_shapes(
@@ -139,12 +149,12 @@ def _from_sums(
     pos = np.full(batch.num_ranks, -1, dtype=np.int64)
     pos[ranks] = np.arange(len(ranks))
     chunk_path = paths(q[pre], k[pre], dec[pre], pos[rank[pre]])  # each rank's an extend batch
-    groups: list[list[DecodeGroup]] = [[] for _ in ranks]
+    groups: list[tuple[DecodeGroup, ...]] = [() for _ in ranks]
     count = sums.requests[ranks]
     busy = count.nonzero()[0]
     per_rank = (busy.tolist(), count[busy].tolist(), buckets(sums.kv_sum[ranks][busy]).tolist())
     for i, n, b in zip(*per_rank, strict=True):
-        groups[i].append(decode_group(sums.path, sums.width, n, b))
+        groups[i] = _one_group(sums.path, sums.width, n, b)
     return _with_chunks(batch, ranks, pre, pos, chunk_path, groups, sums.tokens, tokens_r)
 
 
@@ -154,7 +164,7 @@ def _with_chunks(
     pre: NDArray[np.intp] | slice,
     pos: NDArray[np.int64],
     chunk_path: NDArray[np.int8],
-    groups: list[list[DecodeGroup]],
+    groups: Sequence[Sequence[DecodeGroup]],
     decode_rows: NDArray[np.float64],
     tokens_r: NDArray[np.float64],
 ) -> list[MixedShape]:

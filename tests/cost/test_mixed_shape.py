@@ -157,3 +157,30 @@ def test_chunk_work_of_one_chunk_is_the_sum_over_its_chunks() -> None:
                   float(sum(1 for c in shape.chunks if c[3])))  # fmt: skip
         assert shape.chunk_work == summed
         assert type(shape.chunk_work[2]) is float
+
+
+def test_steps_with_one_decode_group_share_its_key_object() -> None:
+    """A chunk rank's decode side recurs from step to step: shaped from a counted decode side,
+    equal decode groups are the one object, whose stored part a dict then finds by identity
+    (and shaping by selecting segments gives equal groups)."""
+    cost = ServingCostModel(
+        load_model("deepseek-v3"),
+        load_gpu("h200"),
+        Deployment(name="dp4", attn_tp=2),
+        load_profile("h200-roofline"),
+    )
+    b = batch(np.random.default_rng(3), 4, mixed_widths=False)
+    n_r = np.bincount(b.rank, minlength=4)
+    tokens_r = np.bincount(b.rank, weights=b.new_tokens, minlength=4)
+    shaped = []
+    for _ in range(2):  # two steps of the same batch, each shaped anew
+        sums = decode_sums(b, n_r, cost._decode_path)
+        assert sums is not None
+        shaped.append(mixed_shapes(b, np.ones(4, bool), [0, 1, 2, 3], cost._paths, tokens_r, sums))
+    first, second = shaped
+    assert first == second
+    assert any(s.decode for s in first)
+    for a, c in zip(first, second, strict=True):
+        assert a.decode is c.decode
+    by_segments = mixed_shapes(b, np.ones(4, bool), [0, 1, 2, 3], cost._paths, tokens_r)
+    assert [s.decode for s in by_segments] == [s.decode for s in first]
