@@ -343,7 +343,7 @@ class ServingCostModel:
         args = (self.pricer, self.ctx, self.deployment, self.gpu)
         return self._unit_memo.get(
             ("step", load, draft, extend),
-            lambda: unit_ops(*args, load, draft, extend, self._pieces.get),
+            lambda: unit_ops(*args, load, draft, extend, self._pieces.get, self._unit_memo.get),
         )
 
     def _micro_ops(self, load: CommLoad) -> dict[str, OpTime]:

@@ -7,6 +7,8 @@ priced, so that a memo of these ops returns only what pricing the rounded load w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from sim.cost.batch import BatchShape
@@ -36,6 +38,11 @@ def draft_passes(drafts: int) -> list[tuple[int, int]]:
     return passes
 
 
+# a memo of a step's unit-wide ops by part (the draft passes', the extend's): the dict stored
+# for a key, or the computed one stored
+OpsMemo = Callable[[tuple[object, ...], Callable[[], dict[str, OpTime]]], dict[str, OpTime]]
+
+
 def unit_ops(
     pr: Pricer,
     ctx: RankContext,
@@ -45,49 +52,76 @@ def unit_ops(
     draft: CommLoad | None,
     extend: CommLoad | None,
     memo: Memo | None = None,
+    parts: OpsMemo | None = None,
 ) -> dict[str, OpTime]:
     """A step's unit-wide ops, every layer. `draft`: the MTP draft passes' load; `extend`: the
     MTP module's over prompt chunks. With a `memo`, each pass's routed experts, their kernels
     and the MTP passes' exchange are kept by the few numbers of the load that set them (a
-    mixed step's whole load rarely repeats; its decode or prefill tokens alone often do)."""
+    mixed step's whole load rarely repeats; its decode or prefill tokens alone often do); with
+    `parts`, the draft passes' ops and the extend's by their own loads (a mixed step's draft
+    load, its decode requests, recurs while its prompt tokens move the rest)."""
     m, n = ctx.model, load.unit_tokens
-
-    def experts(tokens: float, decode_only: bool) -> OpTime:
-        return _experts(pr, m, d, tokens, decode_only, memo)
-
-    def kernels(tokens: float, decode_only: bool, sender: float = 0.0) -> OpTime:
-        return _kernels(pr, m, d, tokens, decode_only, sender, memo)
-
-    ops = {"moe_routed": scale(experts(n, load.decode_only), m.moe_layers)}
-    act = kernels(n, load.decode_only, load.sender_tokens)
+    ops = {"moe_routed": scale(_experts(pr, m, d, n, load.decode_only, memo), m.moe_layers)}
+    act = _kernels(pr, m, d, n, load.decode_only, load.sender_tokens, memo)
     ops["moe_elementwise"] = scale(act, m.moe_layers)
     if draft is not None and draft.unit_tokens > 0:
-        passes = draft_passes(d.mtp_draft_tokens)
-        moe = []
-        for width, times in passes:
-            n_dec = round_to_bucket(draft.unit_tokens * width)
-            moe.append(scale(combine(experts(n_dec, True), kernels(n_dec, True)), times))
-        ops["mtp_draft_moe"] = combine(*moe)
-
-        def exchange(x: CommLoad, times: int) -> OpTime:
-            return kept(memo, ("draft comm", x, times), lambda: draft_comm(pr, m, d, gpu, x, times))
-
-        comm = combine(*(exchange(draft.scaled(w).rounded(), times) for w, times in passes))
-        if comm.seconds > 0:
-            ops["mtp_draft_comm"] = comm
+        ops.update(_part(parts, ("draft", draft), lambda: _draft_ops(pr, m, d, gpu, draft, memo)))
     if extend is not None and extend.unit_tokens > 0:  # the MTP module over prompt chunks
-        n_pre = extend.unit_tokens
-        act = kernels(n_pre, False, extend.sender_tokens)
-        ops["mtp_prefill_moe"] = combine(experts(n_pre, False), act)
-        ops["mtp_prefill_comm"] = kept(
-            memo,
-            ("extend comm", extend),
-            lambda: combine(*layer_comm_ops(pr, m, d, gpu, extend, memo).values()),
+        ops.update(
+            _part(parts, ("extend", extend), lambda: _extend_ops(pr, m, d, gpu, extend, memo))
         )
     ops.update(unit_comm_ops(pr, m, d, gpu, load, memo))
     if d.dense_ffn == "unit":
         ops.update(unit_dense_ops(pr, ctx, d, gpu, load))
     return ops
+
+
+def _part(
+    parts: OpsMemo | None, key: tuple[object, ...], price: Callable[[], dict[str, OpTime]]
+) -> dict[str, OpTime]:
+    """`price()`, through `parts` by `key` where there is one."""
+    return price() if parts is None else parts(key, price)
+
+
+def _draft_ops(
+    pr: Pricer, m: ModelSpec, d: Deployment, gpu: GpuSpec, draft: CommLoad, memo: Memo | None
+) -> dict[str, OpTime]:
+    """The MTP draft passes' unit-wide ops: their routed experts and kernels, and their
+    exchange where it takes time."""
+    passes = draft_passes(d.mtp_draft_tokens)
+    moe = []
+    for width, times in passes:
+        n_dec = round_to_bucket(draft.unit_tokens * width)
+        both = combine(
+            _experts(pr, m, d, n_dec, True, memo), _kernels(pr, m, d, n_dec, True, 0.0, memo)
+        )
+        moe.append(scale(both, times))
+    ops = {"mtp_draft_moe": combine(*moe)}
+
+    def exchange(x: CommLoad, times: int) -> OpTime:
+        return kept(memo, ("draft comm", x, times), lambda: draft_comm(pr, m, d, gpu, x, times))
+
+    comm = combine(*(exchange(draft.scaled(w).rounded(), times) for w, times in passes))
+    if comm.seconds > 0:
+        ops["mtp_draft_comm"] = comm
+    return ops
+
+
+def _extend_ops(
+    pr: Pricer, m: ModelSpec, d: Deployment, gpu: GpuSpec, extend: CommLoad, memo: Memo | None
+) -> dict[str, OpTime]:
+    """The MTP module's unit-wide ops over a step's prompt chunks: its routed experts and
+    kernels, and its layer's exchange."""
+    n_pre = extend.unit_tokens
+    act = _kernels(pr, m, d, n_pre, False, extend.sender_tokens, memo)
+    return {
+        "mtp_prefill_moe": combine(_experts(pr, m, d, n_pre, False, memo), act),
+        "mtp_prefill_comm": kept(
+            memo,
+            ("extend comm", extend),
+            lambda: combine(*layer_comm_ops(pr, m, d, gpu, extend, memo).values()),
+        ),
+    }
 
 
 def _experts(

@@ -60,6 +60,7 @@ def test_unit_ops_through_the_pieces_memo_are_the_same_ops(
     cm = ServingCostModel(load_model("deepseek-v3"), load_gpu(gpu), deployment, pricing)
     args = (cm.pricer, cm.ctx, deployment, cm.gpu)
     memo: BoundedCache[tuple[object, ...], OpTime] = BoundedCache(10_000)
+    parts: BoundedCache[tuple[object, ...], dict[str, OpTime]] = BoundedCache(10_000)
     lookups = 0
 
     def counted(key: tuple[object, ...], price: Callable[[], OpTime]) -> OpTime:
@@ -76,7 +77,40 @@ def test_unit_ops_through_the_pieces_memo_are_the_same_ops(
         extend = None if decode_only or not mtp else load(rng, False)
         want = unit_ops(*args, step, draft, extend)
         assert unit_ops(*args, step, draft, extend, counted) == want
+        # with the draft and extend parts kept by their loads too: the same ops, in the same
+        # order (a step's duration sums them in it)
+        got = unit_ops(*args, step, draft, extend, counted, parts.get)
+        assert list(got.items()) == list(want.items())
         model = cm.model
         half = micro_batch_ops(cm.pricer, model, deployment, cm.gpu, step)
         assert micro_batch_ops(cm.pricer, model, deployment, cm.gpu, step, counted) == half
     assert len(memo) < lookups / 2  # most pieces were met before
+
+
+def test_a_steps_draft_and_extend_parts_are_kept_by_their_own_loads() -> None:
+    """A mixed step's whole load rarely repeats, its draft passes' (its decode requests) often
+    does: with a parts memo, a step whose own load is new reuses the draft and extend ops of
+    an earlier step with the same draft and extend loads, and gets what pricing them gives."""
+    deployment, gpu, profile = CASES[0]
+    pricing = load_profile(profile) if profile else None
+    cm = ServingCostModel(load_model("deepseek-v3"), load_gpu(gpu), deployment, pricing)
+    assert deployment.mtp_draft_tokens > 0
+    args = (cm.pricer, cm.ctx, deployment, cm.gpu)
+    rng = np.random.default_rng(3)
+    draft, extend = load(rng, True), load(rng, False)
+    priced: list[tuple[object, ...]] = []
+    parts: BoundedCache[tuple[object, ...], dict[str, OpTime]] = BoundedCache(100)
+
+    def counted(
+        key: tuple[object, ...], price: Callable[[], dict[str, OpTime]]
+    ) -> dict[str, OpTime]:
+        def pricing() -> dict[str, OpTime]:
+            priced.append(key)
+            return price()
+
+        return parts.get(key, pricing)
+
+    for step in (load(rng, False), load(rng, False)):
+        got = unit_ops(*args, step, draft, extend, None, counted)
+        assert list(got.items()) == list(unit_ops(*args, step, draft, extend).items())
+    assert priced == [("draft", draft), ("extend", extend)]  # each priced once, for both steps
