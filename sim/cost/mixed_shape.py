@@ -32,8 +32,10 @@ from sim.cost.rank_shape import RankShape
 # a chunk's length and prefix: 2^(1/64) buckets (within 0.54%), as its attention grows with the
 # square of its tokens and a prompt of one length rounds the same way every step
 CHUNK_BUCKETS_PER_OCTAVE = 64
-# a one-rank step with at most this many chunks rounds them one at a time (`_one_rank`)
-FEW_CHUNKS = 16
+# a step (or a one-rank step, `_one_rank`) with at most this many chunks rounds them one at a
+# time, in scalar arithmetic: a saturated EP144 colocated step brings up to ~30, which the
+# array path took ~8 us a step longer to round (its later half replayed, the same rounding)
+FEW_CHUNKS = 32
 
 DecodeGroup = tuple[int, float, int, float]  # path, new tokens each, requests, context each
 Chunk = tuple[int, float, float, bool]  # path, new tokens, context, samples a token
