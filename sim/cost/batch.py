@@ -32,7 +32,9 @@ class BatchShape:
     whether segment i computes logits this step: decode/verify segments always do, a prefill
     chunk only when it completes its prompt; None means every segment samples.
     `segments_per_rank[r]`, where the engine has already counted them: the segments on rank r
-    (read-only; None: the cost model counts them from `rank`).
+    (read-only; None: the cost model counts them from `rank`). `decode_width`, where the engine
+    knows it: the new tokens of every decode segment, its one verify width (None: the cost
+    model reads them from `new_tokens`).
     """
 
     num_ranks: int
@@ -42,6 +44,7 @@ class BatchShape:
     is_decode: NDArray[np.bool_]
     samples_token: NDArray[np.bool_] | None = None
     segments_per_rank: IntArray | None = None
+    decode_width: int | None = None
 
     @property
     def size(self) -> int:

@@ -65,8 +65,13 @@ class RunningSet:
         # read-only batch columns shared by every decode-only step: one value each, broadcast
         # (stride 0), so views never copy and a uniform column is seen as one without reading
         # it (`sim.cost.batch.all_equal`)
-        self._width = np.broadcast_to(np.int64(1 + self.draft_tokens), (cap,))
+        self._width = np.broadcast_to(np.int64(self.width), (cap,))
         self._ones = np.broadcast_to(np.True_, (cap,))
+
+    @property
+    def width(self) -> int:
+        """Every decode row's new tokens in a step: 1 + draft tokens."""
+        return 1 + self.draft_tokens
 
     # column views (length n); writes go to the buffer
     @property

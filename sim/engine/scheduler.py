@@ -249,6 +249,7 @@ def _batch(
         is_decode=is_decode,
         samples_token=samples,
         segments_per_rank=_counted(rs, n_dec + pre.shape[0]),
+        decode_width=rs.width,
     )
 
 

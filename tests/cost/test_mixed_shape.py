@@ -3,6 +3,8 @@ path: it must shape the rank exactly as the many-rank path does."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -184,3 +186,26 @@ def test_steps_with_one_decode_group_share_its_key_object() -> None:
         assert a.decode is c.decode
     by_segments = mixed_shapes(b, np.ones(4, bool), [0, 1, 2, 3], cost._paths, tokens_r)
     assert [s.decode for s in by_segments] == [s.decode for s in first]
+
+
+def test_a_batch_naming_its_decode_width_prices_as_one_read() -> None:
+    """The engine names a mixed batch's verify width (`decode_width`): the decode side counted
+    from it, and the step's price, are those the cost model gets by reading the segments."""
+    cost = ServingCostModel(
+        load_model("deepseek-v3"),
+        load_gpu("h200"),
+        Deployment(name="dp4", attn_tp=2),
+        load_profile("h200-roofline"),
+    )
+    rng = np.random.default_rng(8)
+    for _ in range(6):
+        b = batch(rng, 4, mixed_widths=False)
+        named = replace(b, decode_width=1)
+        n_r = np.bincount(b.rank, minlength=4)
+        read = decode_sums(b, n_r, cost._decode_path)
+        told = decode_sums(named, n_r, cost._decode_path)
+        assert read is not None and told is not None
+        assert read.n == told.n and read.width == told.width == 1 and read.path == told.path
+        for a, c in ((read.requests, told.requests), (read.kv_sum, told.kv_sum)):
+            np.testing.assert_array_equal(a, c)
+        assert cost.step_cost(named).duration_s == cost.step_cost(b).duration_s

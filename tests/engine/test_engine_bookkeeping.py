@@ -148,6 +148,29 @@ def test_decode_rows_are_a_slice_exactly_where_they_lead() -> None:
     assert rs.n_prefill == 0 and rs.decode_rows() == slice(0, 36)
 
 
+def test_a_mixed_batch_names_its_decode_width_as_its_segments_hold_it() -> None:
+    """The engine hands the cost model a step's verify width with its mixed batches
+    (`decode_width`, so it need not read every decode segment): the new tokens of each."""
+    rng = np.random.default_rng(6)
+    n = 200
+    rows = zip(np.sort(rng.uniform(0, 2, n)).tolist(), rng.integers(16, 3000, n).tolist(),
+               rng.integers(1, 60, n).tolist(), strict=True)  # fmt: skip
+    dep = unit(4, mtp_draft_tokens=2, mtp_acceptance=(0.7, 0.5), chunked_prefill_tokens=1024)
+    seen: list[int] = []
+
+    class Spy(FixedCost):
+        def step_cost(self, batch: BatchShape) -> StepCost:
+            dec = batch.is_decode
+            if batch.decode_width is not None:
+                assert np.count_nonzero(dec) < dec.shape[0]  # named for mixed batches
+                assert (batch.new_tokens[dec] == batch.decode_width).all()
+                seen.append(batch.decode_width)
+            return super().step_cost(batch)
+
+    run_trace(dep, Spy(step_s=0.005, prefill_token_s=1e-6), requests(*rows))
+    assert seen and set(seen) == {3}  # 1 + two draft tokens
+
+
 def test_decode_rows_leading_the_running_set_step_in_place_as_by_index(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
