@@ -17,6 +17,16 @@ from sim.cost.serving import ServingCostModel
 from sim.specs import Deployment
 
 
+def dp4() -> ServingCostModel:
+    """DeepSeek-V3 on four attention ranks of TP2 (H200, the roofline profile)."""
+    return ServingCostModel(
+        load_model("deepseek-v3"),
+        load_gpu("h200"),
+        Deployment(name="dp4", attn_tp=2),
+        load_profile("h200-roofline"),
+    )
+
+
 def batch(
     rng: np.random.Generator, ranks: int, mixed_widths: bool, max_chunks: int = 3
 ) -> BatchShape:
@@ -105,12 +115,7 @@ def test_a_counted_decode_side_shapes_ranks_as_selecting_their_segments_does(pol
 
 def test_decode_sums_needs_the_decode_segments_first() -> None:
     """A batch whose decode segments are not a prefix (or that has no chunk) is not counted."""
-    cost = ServingCostModel(
-        load_model("deepseek-v3"),
-        load_gpu("h200"),
-        Deployment(name="dp4", attn_tp=2),
-        load_profile("h200-roofline"),
-    )
+    cost = dp4()
     b = batch(np.random.default_rng(2), 4, mixed_widths=False)
     n_r = np.bincount(b.rank, minlength=4)
     assert decode_sums(b, n_r, cost._decode_path) is not None
@@ -165,12 +170,7 @@ def test_steps_with_one_decode_group_share_its_key_object() -> None:
     """A chunk rank's decode side recurs from step to step: shaped from a counted decode side,
     equal decode groups are the one object, whose stored part a dict then finds by identity
     (and shaping by selecting segments gives equal groups)."""
-    cost = ServingCostModel(
-        load_model("deepseek-v3"),
-        load_gpu("h200"),
-        Deployment(name="dp4", attn_tp=2),
-        load_profile("h200-roofline"),
-    )
+    cost = dp4()
     b = batch(np.random.default_rng(3), 4, mixed_widths=False)
     n_r = np.bincount(b.rank, minlength=4)
     tokens_r = np.bincount(b.rank, weights=b.new_tokens, minlength=4)
@@ -191,12 +191,7 @@ def test_steps_with_one_decode_group_share_its_key_object() -> None:
 def test_a_batch_naming_its_decode_width_prices_as_one_read() -> None:
     """The engine names a mixed batch's verify width (`decode_width`): the decode side counted
     from it, and the step's price, are those the cost model gets by reading the segments."""
-    cost = ServingCostModel(
-        load_model("deepseek-v3"),
-        load_gpu("h200"),
-        Deployment(name="dp4", attn_tp=2),
-        load_profile("h200-roofline"),
-    )
+    cost = dp4()
     rng = np.random.default_rng(8)
     for _ in range(6):
         b = batch(rng, 4, mixed_widths=False)
