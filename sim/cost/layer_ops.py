@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -116,8 +117,16 @@ def weight_excess_bytes(weight_dtype: str) -> float:
 Memo = Callable[[tuple[object, ...], Callable[[], OpTime]], OpTime]
 
 
-def kept(memo: Memo | None, key: tuple[object, ...], price: Callable[[], OpTime]) -> OpTime:
-    """`price()`, through `memo` by `key` where there is one."""
+V = TypeVar("V")
+
+
+def kept(
+    memo: Callable[[tuple[object, ...], Callable[[], V]], V] | None,
+    key: tuple[object, ...],
+    price: Callable[[], V],
+) -> V:
+    """`price()`, through `memo` by `key` where there is one (a `Memo` of priced pieces, or a
+    memo of whole ops dicts, `sim.cost.unit_work.OpsMemo`)."""
     return price() if memo is None else memo(key, price)
 
 

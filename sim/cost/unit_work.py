@@ -64,23 +64,17 @@ def unit_ops(
     ops = {"moe_routed": scale(_experts(pr, m, d, n, load.decode_only, memo), m.moe_layers)}
     act = _kernels(pr, m, d, n, load.decode_only, load.sender_tokens, memo)
     ops["moe_elementwise"] = scale(act, m.moe_layers)
+    part: dict[str, OpTime]
     if draft is not None and draft.unit_tokens > 0:
-        ops.update(_part(parts, ("draft", draft), lambda: _draft_ops(pr, m, d, gpu, draft, memo)))
+        part = kept(parts, ("draft", draft), lambda: _draft_ops(pr, m, d, gpu, draft, memo))
+        ops.update(part)
     if extend is not None and extend.unit_tokens > 0:  # the MTP module over prompt chunks
-        ops.update(
-            _part(parts, ("extend", extend), lambda: _extend_ops(pr, m, d, gpu, extend, memo))
-        )
+        part = kept(parts, ("extend", extend), lambda: _extend_ops(pr, m, d, gpu, extend, memo))
+        ops.update(part)
     ops.update(unit_comm_ops(pr, m, d, gpu, load, memo))
     if d.dense_ffn == "unit":
         ops.update(unit_dense_ops(pr, ctx, d, gpu, load))
     return ops
-
-
-def _part(
-    parts: OpsMemo | None, key: tuple[object, ...], price: Callable[[], dict[str, OpTime]]
-) -> dict[str, OpTime]:
-    """`price()`, through `parts` by `key` where there is one."""
-    return price() if parts is None else parts(key, price)
 
 
 def _draft_ops(
